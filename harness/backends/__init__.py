@@ -1,0 +1,22 @@
+"""Backend registry: the names the CLI and the specs use, and how to make each backend."""
+from __future__ import annotations
+
+from harness.backends.base import Backend
+from harness.backends.ort import OrtBackend
+from harness.backends.reference import ReferenceBackend
+
+FACTORIES = {
+    "reference": ReferenceBackend,
+    "ort": OrtBackend,
+}
+DEFAULT = ("reference", "ort")
+
+
+class UnknownBackend(ValueError):
+    pass
+
+
+def create(name: str, threads: int = 1, timeout: float = 20.0) -> Backend:
+    if name not in FACTORIES:
+        raise UnknownBackend(f"unknown backend '{name}'; known: {', '.join(FACTORIES)}")
+    return FACTORIES[name](threads=threads, timeout=timeout)

@@ -1,0 +1,46 @@
+"""The `reference` backend: the NumPy references in float64, rounded once to the case dtype.
+
+It rejects exactly what the spec calls invalid (harness.contract), so a spec's invalid-input cases
+are checked against the spec itself as well as against real backends.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness import contract, dtypes
+from harness.backends.base import Backend, Outputs, Rejected, Request
+from harness.dotted import resolve
+from harness.spec.model import Spec
+from harness.tensors import resolve_attributes
+
+
+def evaluate(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[np.ndarray]:
+    """The reference outputs in float64, in the spec's output order."""
+    args = {name: None if v is None else np.asarray(v, dtype=np.float64) for name, v in inputs.items()}
+    with np.errstate(all="ignore"):  # NaN and inf inputs are cases, not accidents
+        result = resolve(spec.reference)(**args, **resolve_attributes(spec, written))
+    result = list(result) if isinstance(result, tuple) else [result]
+    if len(result) != len(spec.outputs):
+        raise ValueError(f"{spec.reference} returned {len(result)} outputs; the spec has {len(spec.outputs)}")
+    return [np.asarray(r, dtype=np.float64) for r in result]
+
+
+@dataclass
+class ReferenceBackend(Backend):
+    def __post_init__(self):
+        self.name = "reference"
+
+    def run(self, request: Request):
+        inputs = request.named_inputs()
+        problems = contract.input_problems(request.spec, inputs, request.attributes)
+        if problems:
+            return Rejected("; ".join(problems))
+        values = evaluate(request.spec, inputs, request.attributes)
+        return Outputs([
+            v.astype(dtypes.NUMPY[request.spec.dtype_of(out, request.dtype)]) if wanted else None
+            for out, v, wanted in zip(request.spec.outputs, values, request.outputs)])
+
+    def environment(self) -> dict:
+        return {"numpy": np.__version__}

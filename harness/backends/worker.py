@@ -1,0 +1,125 @@
+"""Crash isolation: a reusable child process that serves requests with a handler function.
+
+The parent sends a request and waits at most `timeout` seconds. A child killed by a signal (SIGSEGV,
+SIGFPE, SIGABRT) becomes Crashed, one that does not answer in time is killed and becomes TimedOut;
+either way the next call starts a fresh child. The child's stderr goes to a file whose tail explains
+a crash ("terminate called without an active exception").
+
+The child runs serve(HANDLER, FD): HANDLER is module:function taking one request and returning a
+picklable reply, FD the socket to the parent.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from multiprocessing.connection import Connection
+
+from harness.backends.base import Crashed, TimedOut
+
+
+class HandlerError(Exception):
+    """The handler raised: (exception class name, message) travel back to the parent."""
+
+    def __init__(self, cls: str, message: str):
+        self.cls, self.message = cls, message
+        super().__init__(f"{cls}: {message}")
+
+
+_CHILD = "import sys; from harness.backends.worker import serve; serve(sys.argv[1], int(sys.argv[2]))"
+
+
+class IsolatedWorker:
+    def __init__(self, handler: str, timeout: float = 20.0, env: dict | None = None):
+        self.handler, self.timeout = handler, timeout
+        self.env = {**os.environ, **(env or {})}
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self._stderr = None
+
+    def call(self, request, timeout: float | None = None):
+        """The handler's reply, or Crashed / TimedOut; raises HandlerError if the handler raised."""
+        if self._proc is None:
+            self._start()
+        try:
+            self._conn.send(request)
+            if not self._conn.poll(timeout or self.timeout):
+                if self._proc.poll() is None:
+                    self._kill()
+                    return TimedOut(timeout or self.timeout)
+            status, *payload = self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            return self._crashed()
+        if status == "error":
+            raise HandlerError(*payload)
+        return payload[0]
+
+    def _start(self) -> None:
+        parent, child = socket.socketpair()
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, self.handler, str(child.fileno())],
+            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr,
+            env=self.env)
+        child.close()
+        self._conn = Connection(parent.detach())
+
+    def _crashed(self) -> Crashed:
+        try:
+            code = self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            code = self._proc.returncode
+        detail = self._stderr_tail()
+        self._reset()
+        if code is not None and code < 0:
+            return Crashed(signal.Signals(-code).name, detail)
+        return Crashed(f"exit {code}", detail)
+
+    def _stderr_tail(self, limit: int = 600) -> str:
+        self._stderr.seek(0)
+        text = self._stderr.read().decode(errors="replace").strip()
+        return text[-limit:]
+
+    def _kill(self) -> None:
+        self._proc.kill()
+        self._proc.wait()
+        self._reset()
+
+    def _reset(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._stderr is not None:
+            self._stderr.close()
+        self._proc = self._conn = self._stderr = None
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._kill()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def serve(handler_path: str, fd: int) -> None:
+    from harness.dotted import resolve
+
+    handler = resolve(handler_path)
+    conn = Connection(fd)
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        try:
+            reply = ("ok", handler(request))
+        except Exception as e:  # the handler's own errors are results, not worker deaths
+            reply = ("error", type(e).__name__, str(e))
+        conn.send(reply)
+        sys.stderr.flush()

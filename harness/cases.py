@@ -1,0 +1,107 @@
+"""Case expansion: a spec's groups become cases with stable ids and seeds.
+
+A group's `params` is a Cartesian product in YAML order; a list of dicts is a zipped axis whose keys
+vary together. A case id reads `group/key=value;key=value`; its seed hashes the spec id, the case id
+and the dtype only, so adding or removing a case never changes another case's data.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.spec.model import Group, InvalidGroup, Spec
+
+TIERS = ("smoke", "ci", "nightly")
+# Case parameters with a meaning of their own; the rest are attributes or hook parameters.
+SHAPE, OUTPUTS, OMIT = "shape", "outputs", "omit"
+BUILTIN_PARAMS = (SHAPE, OUTPUTS, OMIT)
+
+
+@dataclass(frozen=True)
+class Case:
+    spec: Spec
+    group: Group
+    dtype: str
+    id: str
+    params: dict[str, Any] = field(hash=False)
+
+    @property
+    def valid(self) -> bool:
+        return not isinstance(self.group, InvalidGroup)
+
+    @property
+    def full_id(self) -> str:
+        """Unique within a spec: the dtype and the case id."""
+        return f"{self.dtype}-{self.id}"
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """The attributes written on the node; attributes left out fall back to their defaults."""
+        written = {k: v for k, v in self.params.items() if k in self.spec.attributes}
+        if isinstance(self.group, InvalidGroup):
+            written.update(self.group.attributes)
+        return written
+
+    @property
+    def omitted_inputs(self) -> tuple[str, ...]:
+        return tuple(self.params.get(OMIT, ()))
+
+    @property
+    def requested_outputs(self) -> tuple[str, ...]:
+        return tuple(self.params.get(OUTPUTS) or [o.name for o in self.spec.outputs])
+
+    def seed(self, global_seed: int = 0) -> int:
+        return stable_seed(self.spec.id, self.id, self.dtype, self.spec.cases.seed, global_seed)
+
+
+def stable_seed(*parts) -> int:
+    digest = hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "scalar"
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return "x".join(map(str, value))
+        return ",".join(format_value(v) for v in value)
+    return str(value)
+
+
+def case_id(group: str, params: dict[str, Any]) -> str:
+    body = ";".join(f"{k}={format_value(v)}" for k, v in params.items())
+    return f"{group}/{body}" if body else group
+
+
+def group_params(group: Group) -> list[dict[str, Any]]:
+    """The Cartesian product of a group's params, zipped axes merged in place."""
+    axes = []
+    for key, values in group.params.items():
+        if values and all(isinstance(v, dict) for v in values):
+            axes.append(list(values))
+        else:
+            axes.append([{key: v} for v in values])
+    return [dict(kv for part in combo for kv in part.items()) for combo in itertools.product(*axes)]
+
+
+def runs_in(group: Group, tier: str | None) -> bool:
+    return tier is None or TIERS.index(group.tier) <= TIERS.index(tier)
+
+
+def expand(spec: Spec, tier: str | None = None) -> list[Case]:
+    """Every case of the spec that the tier runs (tier None: all), in spec order, dtype-major per group."""
+    cases = []
+    for group in [*spec.cases.groups, *spec.cases.invalid]:
+        if not runs_in(group, tier):
+            continue
+        # Invalid inputs are about shapes and attributes: one dtype is enough unless the group says otherwise.
+        dtypes = group.dtypes or (spec.cases.dtypes[:1] if isinstance(group, InvalidGroup) else spec.cases.dtypes)
+        for dtype in dtypes:
+            for params in group_params(group):
+                cases.append(Case(spec, group, dtype, case_id(group.name, params), params))
+    return cases

@@ -1,0 +1,203 @@
+"""The one place that builds a case, runs a backend and judges the result.
+
+`opconform run`, `run-onnx` and the generated pytest files all go through here, so a verdict means
+the same thing wherever it is printed.
+
+Statuses: pass; fail (an unexpected disagreement with the spec); divergent (a disagreement the spec
+declares as a known divergence of that backend, with evidence); unsupported (the backend cannot run
+this dtype or feature); crashed (the backend's process died or hung); error (the harness or the spec
+could not build or check the case: always a bug to fix).
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness import contract
+from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, Request, TimedOut, Unsupported
+from harness.backends.reference import evaluate
+from harness.cases import Case
+from harness.compare import Tolerance, compare
+from harness.dtypes import NUMPY
+from harness.spec.model import Divergence
+from harness.tensors import CaseError, make_inputs
+from harness.tolerance import allowances
+
+STATUSES = ("pass", "fail", "divergent", "unsupported", "crashed", "error")
+UNEXPECTED = ("fail", "crashed", "error")
+# Which declared divergence results explain which observed failure kinds.
+EXPLAINS = {"wrong_values": ("wrong_values", "wrong_shape"), "crash": ("crash",), "hang": ("hang",),
+            "accepts_invalid": ("accepts_invalid",), "unsupported": ("rejects_valid",)}
+
+
+@dataclass
+class Prepared:
+    """A case with its inputs and (for valid cases) its float64 reference outputs."""
+    case: Case
+    seed: int
+    inputs: dict[str, np.ndarray | None] = field(default_factory=dict)
+    expected: list[np.ndarray] | None = None
+    allowance: list[np.ndarray | None] | None = None  # extra per-element error allowed (reductions)
+    allowance_notes: list[str] | None = None  # provenance of each allowance, for the verdict
+    problem: str | None = None  # why the harness could not build the case
+
+
+@dataclass
+class Result:
+    spec: str
+    op: str
+    backend: str
+    dtype: str
+    case: str
+    group: str
+    valid: bool
+    tier: str
+    seed: int
+    params: dict
+    attributes: dict
+    input_shapes: dict
+    status: str = "pass"
+    failure: str | None = None  # wrong_values, wrong_shape, rejects_valid, accepts_invalid, crash, hang
+    detail: str = ""
+    divergence: str | None = None  # id of the known divergence that explains (or was expected to explain) it
+    outputs: dict = field(default_factory=dict)  # output name -> Comparison.to_json()
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def prepare(case: Case, global_seed: int = 0) -> Prepared:
+    prepared = Prepared(case, case.seed(global_seed))
+    try:
+        prepared.inputs = make_inputs(case, global_seed)
+        if case.valid:
+            problems = contract.input_problems(case.spec, prepared.inputs, case.attributes)
+            if problems:
+                raise CaseError("the spec generates an invalid case: " + "; ".join(problems))
+            prepared.expected = evaluate(case.spec, prepared.inputs, case.attributes)
+            _check_output_shapes(prepared)
+            prepared.allowance, prepared.allowance_notes = allowances(
+                case.spec, prepared.inputs, case.attributes, case.dtype, prepared.expected)
+    except Exception as e:  # a spec or reference bug must not end the run; it becomes an error result
+        prepared.problem = f"{type(e).__name__}: {e}" if not isinstance(e, CaseError) else str(e)
+    return prepared
+
+
+def _check_output_shapes(prepared: Prepared) -> None:
+    spec = prepared.case.spec
+    for out, value in zip(spec.outputs, prepared.expected):
+        source = prepared.inputs.get(out.shape_from) if out.shape_from else None
+        if source is not None and value.shape != source.shape:
+            raise CaseError(f"reference output {out.name} has shape {list(value.shape)} but the spec says it "
+                            f"follows {out.shape_from} {list(source.shape)}")
+
+
+def request_for(prepared: Prepared, threads: int = 1) -> Request:
+    case = prepared.case
+    wanted = set(case.requested_outputs)
+    return Request(case.spec, case.dtype, [prepared.inputs.get(i.name) for i in case.spec.inputs],
+                   case.attributes, tuple(o.name in wanted for o in case.spec.outputs), threads)
+
+
+def new_result(prepared: Prepared, backend: str) -> Result:
+    case = prepared.case
+    return Result(case.spec.id, case.spec.op, backend, case.dtype, case.id, case.group.name, case.valid,
+                  case.group.tier, prepared.seed, case.params, case.attributes,
+                  {k: None if v is None else list(v.shape) for k, v in prepared.inputs.items()})
+
+
+def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance) -> Result:
+    """Run one prepared case on one backend and decide its status."""
+    result = new_result(prepared, backend.name)
+    if prepared.problem:
+        result.status, result.detail = "error", prepared.problem
+        return result
+    try:
+        outcome = backend.run(request_for(prepared, backend.threads))
+    except Exception as e:  # a backend adapter bug: report it, keep the run going
+        result.status, result.detail = "error", f"backend raised {type(e).__name__}: {e}"
+        return result
+    _score(prepared, outcome, tolerance, result)
+    _apply_divergences(prepared, result)
+    return result
+
+
+def _score(prepared: Prepared, outcome: Outcome, tolerance: Tolerance, result: Result) -> None:
+    case = prepared.case
+    if isinstance(outcome, Unsupported):
+        result.status, result.detail = "unsupported", outcome.reason
+    elif isinstance(outcome, Crashed):
+        result.status, result.failure = "crashed", "crash"
+        result.detail = f"worker killed by {outcome.signal}" + (f": {outcome.detail}" if outcome.detail else "")
+    elif isinstance(outcome, TimedOut):
+        result.status, result.failure = "crashed", "hang"
+        result.detail = f"no answer within {outcome.seconds:g} s (hang); worker killed"
+    elif isinstance(outcome, Rejected):
+        if case.valid:
+            result.status, result.failure = "fail", "rejects_valid"
+            result.detail = f"rejected a valid input: {outcome.message}"
+        else:
+            result.detail = f"rejected as expected: {outcome.message}"
+    elif not case.valid:
+        result.status, result.failure = "fail", "accepts_invalid"
+        result.detail = f"accepted an invalid input ({case.group.why}) and returned outputs"
+    else:
+        _score_outputs(prepared, outcome, tolerance, result)
+
+
+def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, result: Result) -> None:
+    case, spec = prepared.case, prepared.case.spec
+    problems = []
+    for index, (out, expected, actual) in enumerate(zip(spec.outputs, prepared.expected, outcome.values)):
+        if out.name not in case.requested_outputs:
+            if actual is not None:
+                problems.append(f"{out.name}: returned although not requested")
+            continue
+        if actual is None:
+            result.failure = "wrong_shape"
+            problems.append(f"{out.name}: requested but not returned")
+            continue
+        want_dtype = spec.dtype_of(out, case.dtype)
+        output_tolerance = Tolerance(tolerance.atol, tolerance.rtol, tolerance.source + prepared.allowance_notes[index])
+        comparison = compare(actual, expected, want_dtype, output_tolerance, prepared.allowance[index])
+        if actual.dtype != NUMPY[want_dtype]:
+            comparison.problems.insert(0, f"dtype {actual.dtype}, expected {want_dtype}")
+            comparison.passed = False
+        result.outputs[out.name] = comparison.to_json()
+        if not comparison.passed:
+            result.failure = result.failure or ("wrong_shape" if actual.shape != expected.shape else "wrong_values")
+            problems.append(f"{out.name}: " + "; ".join(comparison.problems))
+    if problems:
+        result.status, result.detail = "fail", " | ".join(problems)
+    else:
+        worst = max((o["budget_used"] for o in result.outputs.values() if isinstance(o["budget_used"], float)), default=0.0)
+        result.detail = f"within tolerance (x{worst:.2g} of {tolerance.source})"
+
+
+def matching_divergences(prepared: Prepared, backend: str) -> list[Divergence]:
+    case = prepared.case
+    return [d for d in case.spec.known_divergences
+            if d.backend == backend and (not d.dtypes or case.dtype in d.dtypes)
+            and any(fnmatch.fnmatchcase(case.id, pattern) for pattern in d.cases)]
+
+
+def _apply_divergences(prepared: Prepared, result: Result) -> None:
+    declared = matching_divergences(prepared, result.backend)
+    if not declared:
+        return
+    if result.status in ("pass", "unsupported") and result.failure is None:
+        result.divergence = declared[0].id
+        result.detail += f" [known divergence {declared[0].id} did not reproduce]"
+        return
+    failing = {name for name, o in result.outputs.items() if not o["passed"]}
+    for d in declared:
+        explained = [kind for r in d.results for kind in EXPLAINS[r]]
+        if result.failure in explained and (not d.outputs or failing <= set(d.outputs)):
+            result.divergence = d.id
+            result.status = "unsupported" if result.failure == "rejects_valid" else "divergent"
+            result.detail = f"known divergence {d.id}: {d.summary} | observed: {result.detail}"
+            return
+    result.divergence = declared[0].id
+    result.detail += f" [declared as {declared[0].id} ({', '.join(declared[0].results)}), but observed {result.failure}]"

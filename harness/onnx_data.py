@@ -1,0 +1,191 @@
+"""ONNX backend-test directories: model.onnx (one node) + test_data_set_N/input_K.pb, output_K.pb.
+
+`run-onnx` runs such directories on any backend and compares with the stored outputs under the
+spec's tolerances; `export-onnx` writes opconform's own cases in the same layout, so test data moves
+both ways between opconform and other runtimes' suites.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from harness import backends as registry
+from harness import dtypes
+from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
+from harness.backends.onnx_model import build
+from harness.compare import compare
+from harness.engine import prepare, request_for
+from harness.runner import RunError
+from harness.spec.loader import Catalog
+
+
+class DataError(ValueError):
+    """A directory that is not in the backend-test layout opconform can run."""
+
+
+def _read_tensor(path: Path) -> np.ndarray:
+    tensor = onnx.TensorProto()
+    tensor.ParseFromString(path.read_bytes())
+    return numpy_helper.to_array(tensor)
+
+
+def _write_tensor(path: Path, array: np.ndarray, name: str) -> None:
+    path.write_bytes(numpy_helper.from_array(array, name).SerializeToString())
+
+
+def load_model(directory: Path) -> tuple[onnx.ModelProto, onnx.NodeProto]:
+    path = directory / "model.onnx"
+    if not path.is_file():
+        raise DataError("no model.onnx")
+    try:
+        model = onnx.load(str(path))
+    except Exception as e:
+        raise DataError(f"model.onnx does not parse: {e}") from None
+    if len(model.graph.node) != 1:
+        raise DataError(f"model.onnx has {len(model.graph.node)} nodes; only one-node models are supported")
+    return model, model.graph.node[0]
+
+
+def node_attributes(node: onnx.NodeProto) -> dict:
+    def plain(value):
+        if isinstance(value, bytes):
+            return value.decode()
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+    return {a.name: plain(helper.get_attribute_value(a)) for a in node.attribute}
+
+
+def request_from_dataset(catalog: Catalog, model, node, dataset: Path, threads: int) -> tuple[Request, dict]:
+    """The request one test_data_set describes, and its stored outputs by spec output name."""
+    spec = catalog.by_op(node.op_type, node.domain or "")
+    graph_inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    stored = {graph_inputs[k]: _read_tensor(dataset / f"input_{k}.pb") for k in range(len(graph_inputs))
+              if (dataset / f"input_{k}.pb").is_file()}
+    stored.update({t.name: numpy_helper.to_array(t) for t in model.graph.initializer})
+    if len(node.input) > len(spec.inputs) or len(node.output) > len(spec.outputs):
+        raise DataError(f"the node has more inputs or outputs than the {spec.op} spec")
+    inputs = [stored.get(node.input[i]) if i < len(node.input) and node.input[i] else None
+              for i in range(len(spec.inputs))]
+    wanted = tuple(i < len(node.output) and bool(node.output[i]) for i in range(len(spec.outputs)))
+    present = [v for v in inputs if v is not None]
+    if not present:
+        raise DataError(f"{dataset.name}: no input_K.pb matches the node's inputs")
+    expected = {}
+    for k, output in enumerate(model.graph.output):
+        if (dataset / f"output_{k}.pb").is_file() and output.name in node.output:
+            expected[spec.outputs[list(node.output).index(output.name)].name] = _read_tensor(dataset / f"output_{k}.pb")
+    dtype = dtypes.name_of(present[0].dtype)
+    return Request(spec, dtype, inputs, node_attributes(node), wanted, threads), expected
+
+
+def run_dirs(catalog: Catalog, dirs: list[Path], backend_name: str, write_outputs: Path | None,
+             threads: int = 1, timeout: float = 20.0, out=sys.stdout) -> bool:
+    backend = registry.create(backend_name, threads=threads, timeout=timeout)
+    if reason := backend.availability():
+        raise RunError(f"backend '{backend_name}' is unavailable here: {reason}")
+    passed = failed = 0
+    outcomes = {}
+    try:
+        for directory in dirs:
+            try:
+                model, node = load_model(directory)
+                datasets = sorted(directory.glob("test_data_set_*"))
+                if not datasets:
+                    raise DataError("no test_data_set_N folders")
+            except DataError as e:
+                print(f"ERROR {directory}: {e}", file=out)
+                failed += 1
+                continue
+            for dataset in datasets:
+                ok, line = _run_dataset(catalog, backend, model, node, dataset, threads, write_outputs)
+                print(line, file=out)
+                passed, failed = passed + ok, failed + (not ok)
+                if not ok:
+                    kind = line.split()[0].lower()
+                    outcomes[kind] = outcomes.get(kind, 0) + 1
+    finally:
+        backend.close()
+    breakdown = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))
+    print(f"{passed} passed, {failed} failed" + (f" ({breakdown})" if breakdown else ""), file=out)
+    return failed == 0
+
+
+def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_outputs) -> tuple[bool, str]:
+    label = f"{dataset.parent.name}/{dataset.name}"
+    try:
+        request, expected = request_from_dataset(catalog, model, node, dataset, threads)
+    except (DataError, ValueError, KeyError) as e:
+        return False, f"ERROR {label}: {e}"
+    outcome = backend.run(request)
+    if isinstance(outcome, Rejected):
+        return False, f"FAIL {label}: {backend.name} rejected the inputs: {outcome.message}"
+    if isinstance(outcome, Unsupported):
+        return False, f"UNSUPPORTED {label}: {outcome.reason}"
+    if isinstance(outcome, Crashed):
+        return False, f"CRASH {label}: worker killed by {outcome.signal}"
+    if isinstance(outcome, TimedOut):
+        return False, f"HANG {label}: no answer within {outcome.seconds:g} s"
+    assert isinstance(outcome, Outputs)
+    if write_outputs:
+        _write_dataset(write_outputs / dataset.parent.name, model, node, dataset, request, outcome)
+    if not expected:
+        return True, f"RAN {label}: no stored outputs to compare" + (" (outputs written)" if write_outputs else "")
+    tolerance = catalog.tolerance(request.spec, request.dtype)
+    notes, ok = [], True
+    for out_spec, actual in zip(request.spec.outputs, outcome.values):
+        if out_spec.name not in expected or actual is None:
+            continue
+        result = compare(actual, expected[out_spec.name].astype(np.float64), request.spec.dtype_of(out_spec, request.dtype), tolerance)
+        ok &= result.passed
+        notes.append(f"{out_spec.name} max abs {result.max_abs:.3g}, tolerance used x{result.budget_used:.3g}"
+                     + ("" if result.passed else f": {'; '.join(result.problems)}"))
+    return ok, f"{'PASS' if ok else 'FAIL'} {label}: " + " | ".join(notes)
+
+
+def _write_dataset(target: Path, model, node, dataset: Path, request: Request, outcome: Outputs) -> None:
+    (target / dataset.name).mkdir(parents=True, exist_ok=True)
+    if not (target / "model.onnx").exists():
+        onnx.save(model, str(target / "model.onnx"))
+    for source in dataset.glob("input_*.pb"):
+        shutil.copyfile(source, target / dataset.name / source.name)
+    graph_outputs = [o.name for o in model.graph.output]
+    for out_spec, value in zip(request.spec.outputs, outcome.values):
+        name = node.output[request.spec.outputs.index(out_spec)] if value is not None else None
+        if name in graph_outputs:
+            _write_tensor(target / dataset.name / f"output_{graph_outputs.index(name)}.pb", value, name)
+
+
+def export_case(prepared, directory: Path) -> None:
+    """Write one prepared valid case as a backend-test directory with the reference outputs."""
+    request = request_for(prepared)
+    built = onnx.load_from_string(build(request, bfloat16_as_float32=False).model)
+    dataset = directory / "test_data_set_0"
+    dataset.mkdir(parents=True, exist_ok=True)
+    onnx.save(built, str(directory / "model.onnx"))
+    by_name = dict(zip([i.name for i in request.spec.inputs], request.inputs))
+    for k, graph_input in enumerate(built.graph.input):
+        _write_tensor(dataset / f"input_{k}.pb", by_name[graph_input.name], graph_input.name)
+    expected = dict(zip([o.name for o in request.spec.outputs], prepared.expected))
+    for k, graph_output in enumerate(built.graph.output):
+        out_dtype = dtypes.NUMPY[request.spec.dtype_of(request.spec.output(graph_output.name), request.dtype)]
+        _write_tensor(dataset / f"output_{k}.pb", expected[graph_output.name].astype(out_dtype), graph_output.name)
+
+
+def export_cases(catalog: Catalog, cases, out: Path, seed: int = 0) -> int:
+    written = 0
+    for case in cases:
+        if not case.valid:
+            continue
+        prepared = prepare(case, seed)
+        if prepared.problem:
+            continue
+        name = f"{case.spec.op}__{case.full_id}".replace("/", "__").replace(";", "__").replace("=", "-")
+        export_case(prepared, out / name)
+        written += 1
+    return written

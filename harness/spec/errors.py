@@ -1,0 +1,92 @@
+"""Spec problems as one-line messages: file, field, what is wrong and what to write instead."""
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field}: {self.message}" if self.field else f"{self.file}: {self.message}"
+
+
+class SpecError(Exception):
+    """One or more problems in the spec files; str() is one line per problem."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def field_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model class found at `loc` below `root` (None when loc leaves the models)."""
+    node: typing.Any = root
+    for part in loc:
+        node = _unwrap(node)
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            if part not in node.model_fields:
+                return None
+            node = node.model_fields[part].annotation
+        else:
+            args = typing.get_args(node)
+            if not args:
+                return None
+            node = args[-1]  # list[X] -> X, dict[K, V] -> V
+    node = _unwrap(node)
+    return node if isinstance(node, type) and issubclass(node, BaseModel) else None
+
+
+def _unwrap(annotation):
+    """Strip Optional/Annotated so that `Forward | None` resolves to Forward."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        return models[0] if models else (members[0] if len(members) == 1 else annotation)
+    return annotation
+
+
+def from_validation_error(file: Path | str, root: type[BaseModel], err: ValidationError) -> list[Problem]:
+    problems = []
+    for e in err.errors(include_url=False):
+        loc = tuple(e["loc"])
+        parent = _model_at(root, loc[:-1]) if loc else root
+        name = loc[-1] if loc else ""
+        if e["type"] == "missing":
+            hint = _description(parent, name)
+            msg = f"missing; add `{name}:`" + (f" ({hint})" if hint else "")
+        elif e["type"] == "extra_forbidden":
+            allowed = sorted(parent.model_fields) if parent else []
+            close = difflib.get_close_matches(str(name), allowed, n=1)
+            msg = f"unknown field" + (f"; did you mean `{close[0]}`?" if close else "")
+            msg += f" (allowed here: {', '.join(allowed)})" if allowed else ""
+        else:
+            hint = _description(parent, name)
+            msg = f"got {e['input']!r}: {e['msg']}" + (f"; write {hint}" if hint else "")
+        problems.append(Problem(str(file), field_path(loc), msg))
+    return problems
+
+
+def _description(model: type[BaseModel] | None, name) -> str:
+    if model is None or name not in model.model_fields:
+        return ""
+    return model.model_fields[name].description or ""

@@ -1,0 +1,1 @@
+"""Forward ops: the functions each gradient op differentiates."""

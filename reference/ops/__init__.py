@@ -1,0 +1,1 @@
+"""Gradient ops, one module per family."""

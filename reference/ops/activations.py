@@ -1,0 +1,80 @@
+"""Gradients of the activation family: ReluGrad, SigmoidGrad, TanhGrad, QuickGeluGrad, LeakyReluGrad,
+GeluGrad, FastGeluGrad, BiasGeluGrad_dX, BiasFastGeluGrad_dX.
+
+Each returns the true derivative times dY, with the exact limits at x = +/-inf where a literal
+evaluation of the formula would give inf * 0 = NaN.
+"""
+import numpy as np
+
+from reference._math import SQRT_2_OVER_PI, at_infinity, normal_cdf, normal_pdf, sigmoid
+from reference.forward.activations import FAST_GELU_COEFF
+
+
+def relu_grad(dY, X):
+    # A select, not a product: X = 0, -0 or NaN gives 0 even when dY is inf or NaN.
+    return np.where(X > 0, dY, 0.0)
+
+
+def sigmoid_grad(dY, Y):
+    return dY * Y * (1.0 - Y)
+
+
+def tanh_grad(dY, Y):
+    return dY * (1.0 - Y * Y)
+
+
+def leaky_relu_grad(dY, Y, *, alpha):
+    # Selected on the forward *output*, as the op is defined: for alpha < 0 this differs from d/dX.
+    return np.where(Y > 0, dY, alpha * dY)
+
+
+def quick_gelu_derivative(X, alpha):
+    if alpha == 0:
+        return np.where(np.isnan(X), np.nan, 0.5)  # x * sigmoid(0) = x / 2: slope 1/2, also at +/-inf
+    v = alpha * X
+    s = sigmoid(v)
+    with np.errstate(invalid="ignore"):
+        d = s * (1.0 + v * sigmoid(-v))
+    return at_infinity(v, d, 1.0, 0.0)
+
+
+def quick_gelu_grad(dY, X, *, alpha):
+    return dY * quick_gelu_derivative(X, alpha)
+
+
+def gelu_derivative(X):
+    with np.errstate(invalid="ignore"):
+        d = normal_cdf(X) + X * normal_pdf(X)
+    return at_infinity(X, d, 1.0, 0.0)
+
+
+def gelu_grad(dY, X):
+    return dY * gelu_derivative(X)
+
+
+def fast_gelu_derivative(X):
+    a, c = SQRT_2_OVER_PI, FAST_GELU_COEFF
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = np.tanh(a * (X + c * X**3))
+        slope = 0.5 * (1.0 - t * t) * a * X * (1.0 + 3.0 * c * X * X)
+    # Beyond |x| = 100 the tanh argument exceeds 3e4 and sech^2 is exactly 0 in float64; dropping the
+    # term avoids 0 * inf where x^3 overflows.
+    slope = np.where(np.abs(X) > 100.0, 0.0, slope)
+    return at_infinity(X, 0.5 * (1.0 + t) + slope, 1.0, 0.0)
+
+
+def fast_gelu_grad(dY, X):
+    return dY * fast_gelu_derivative(X)
+
+
+def bias_gelu_grad_dx(dY, X, B):
+    return gelu_grad(dY, X + B)
+
+
+def bias_fast_gelu_grad_dx(dY, X, B):
+    return fast_gelu_grad(dY, X + B)
+
+
+def bias_shape(shapes, attributes):
+    """Shape rule of the Bias* ops: B is 1-D, as long as X's last axis."""
+    return (shapes["X"][-1],)

@@ -1,0 +1,73 @@
+"""ConvGrad (com.microsoft): the VJP of ONNX Conv-11 with respect to X, W and B.
+
+dW = per group cols^T @ dY (im2col); dX = per group dY @ W, scattered back by col2im (one strided
+accumulation per kernel tap, never per output pixel); dB = dY summed over all axes but the channel.
+auto_pad is applied as ONNX Conv does (not as onnxruntime-training 1.19.2's ConvGrad, which ignores it).
+"""
+import itertools
+
+import numpy as np
+
+from reference.forward.conv import grouped_columns, grouped_weights, resolve, to_grouped_output
+
+
+def _attrs(auto_pad, dilations, group, kernel_shape, pads, strides):
+    return dict(auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
+                strides=strides)
+
+
+def _col2im(dcols, x_shape, out, geom):
+    """Adjoint of im2col: dcols [G, N*P, Cg*Kp] summed back into dX [N, C, *spatial]."""
+    n, c = x_shape[:2]
+    g, nd = geom.group, len(out)
+    kernel = geom.kernel_shape
+    # [G, N*P, Cg*Kp] -> [N, G, Cg, *kernel, *out]
+    view = dcols.reshape((g, n) + tuple(out) + (c // g,) + tuple(kernel))
+    order = (1, 0, 2 + nd) + tuple(range(3 + nd, 3 + 2 * nd)) + tuple(range(2, 2 + nd))
+    view = view.transpose(order)
+    padded_dims = tuple(x_shape[2 + i] + geom.pads[i] + geom.pads[i + nd] for i in range(nd))
+    padded = np.zeros((n, g, c // g) + padded_dims)
+    for taps in itertools.product(*(range(k) for k in kernel)):
+        # Tap k of output o reads input o*s + k*d: within one tap the targets are distinct.
+        target = tuple(slice(k * d, k * d + s * (o - 1) + 1, s)
+                       for k, d, s, o in zip(taps, geom.dilations, geom.strides, out))
+        padded[(slice(None),) * 3 + target] += view[(slice(None),) * 3 + taps]
+    crop = tuple(slice(geom.pads[i], geom.pads[i] + x_shape[2 + i]) for i in range(nd))
+    return padded[(slice(None),) * 3 + crop].reshape(x_shape)
+
+
+def conv_grad(dY, X, W, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+              strides=None):
+    """(dX, dW, dB) for Y = conv(X, W, B); dB has shape [M]."""
+    dY, X, W = (np.asarray(a, dtype=np.float64) for a in (dY, X, W))
+    geom = resolve(X.shape, W.shape, _attrs(auto_pad, dilations, group, kernel_shape, pads, strides), dY.shape)
+    cols, out = grouped_columns(X, geom)
+    dYg = to_grouped_output(dY, geom.group)                    # [G, N*P, Mg]
+    Wg = grouped_weights(W, geom)                              # [G, Mg, Cg*Kp]
+    dW = (dYg.transpose(0, 2, 1) @ cols).reshape(W.shape)     # [G, Mg, Cg*Kp] -> [M, Cg, *kernel]
+    dX = _col2im(dYg @ Wg, X.shape, out, geom)
+    dB = dY.sum(axis=(0,) + tuple(range(2, dY.ndim)))
+    return dX, dW, dB
+
+
+def conv_grad_magnitude(dY, X, W, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+                        strides=None):
+    """Bounds on the accumulated terms, (|dX|, |dW|, |dB|)-shaped: the same sums over |dY|, |X|, |W|."""
+    return conv_grad(np.abs(dY), np.abs(X), np.abs(W), auto_pad=auto_pad, dilations=dilations, group=group,
+                     kernel_shape=kernel_shape, pads=pads, strides=strides)
+
+
+def conv_grad_reduction_lengths(dY, X, W, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                                pads=None, strides=None):
+    """Largest number of products summed into one element of (dX, dW, dB), as ints.
+
+    dX: counted exactly (conv_grad of all-ones dY and W counts the (output channel, tap, pixel) terms
+    reaching each input element); dW: N times the output pixels; dB: N times the output pixels.
+    """
+    dY, X, W = (np.asarray(a) for a in (dY, X, W))
+    counts, _, _ = conv_grad(np.ones(dY.shape), np.zeros(X.shape), np.ones(W.shape), auto_pad=auto_pad,
+                             dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
+                             strides=strides)
+    k_dx = int(round(counts.max())) if counts.size else 0
+    k_dw = int(dY.shape[0] * np.prod(dY.shape[2:]))
+    return k_dx, k_dw, k_dw

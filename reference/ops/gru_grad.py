@@ -1,0 +1,98 @@
+"""GRUGrad (com.microsoft): backpropagation through time for the GRU of reference.forward.gru.
+
+Works from the saved state as a training step does: the previous hidden state of each step is read from
+HAll (or initial_h), the gate values z, r, h~ from ZRH, and activation slopes are taken from those
+outputs (sigmoid: z(1 - z), tanh: 1 - h~^2). Only linear_before_reset = 1 needs a product with the saved
+state, H_prev Rh^T + Rbh, which ZRH does not hold. With clip, an entry's slope is zero where its saved
+output sits at f(+-clip), i.e. where the forward clipped (exact for a float64 forward).
+Per step, with dH' the gradient reaching the step's output H':
+    dh~ = dH' (1 - z)    dz = dH' (H_prev - h~)    dH_prev = dH' z + (gate terms through R)
+Missing B, initial_h, grad_HAll, grad_Ht are zeros; steps skipped by sequence_lens pass the state
+gradient through unchanged.
+"""
+import numpy as np
+
+from reference.forward.gru import as_inputs, gru_config, step_order
+
+
+def _slope(act, y, cfg):
+    slope = act.slope(y)
+    if cfg.clip is not None:
+        lo, hi = sorted((float(act(np.float64(-cfg.clip))), float(act(np.float64(cfg.clip)))))
+        slope = np.where((y > lo) & (y < hi), slope, 0.0)
+    return slope
+
+
+def gru_grad(X, W, R, B, sequence_lens, initial_h, HAll, ZRH, grad_HAll, grad_Ht, *, hidden_size,
+             direction="forward", activations=None, activation_alpha=None, activation_beta=None, clip=None,
+             linear_before_reset=0):
+    """(dX [S, B, I], dW [D, 3H, I], dR [D, 3H, H], dB [D, 6H], dH0 [D, B, H])."""
+    X, W, R, B, initial_h, HAll, ZRH, grad_HAll, grad_Ht = (
+        None if a is None else np.asarray(a, dtype=np.float64)
+        for a in (X, W, R, B, initial_h, HAll, ZRH, grad_HAll, grad_Ht))
+    if HAll is None or ZRH is None:
+        raise ValueError("GRUGrad needs the saved HAll and ZRH")
+    cfg = gru_config(X, W, R, B, sequence_lens, initial_h, hidden_size=hidden_size, direction=direction,
+                     activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta,
+                     clip=clip, linear_before_reset=linear_before_reset, HAll=HAll, ZRH=ZRH, grad_HAll=grad_HAll,
+                     grad_Ht=grad_Ht)
+    X, W, R, B, H0 = as_inputs(X, W, R, B, initial_h, cfg)
+    S, Bn, H, D = cfg.seq, cfg.batch, cfg.hidden, cfg.directions
+    gY = np.zeros(HAll.shape) if grad_HAll is None else grad_HAll
+    gHt = np.zeros((D, Bn, H)) if grad_Ht is None else grad_Ht
+
+    dX = np.zeros(X.shape)
+    dW, dR, dB = np.zeros(W.shape), np.zeros(R.shape), np.zeros(B.shape)
+    dH0 = np.zeros((D, Bn, H))
+    for d in range(D):
+        f, g = cfg.acts[d]
+        Rz, Rr, Rh = R[d, :H], R[d, H:2 * H], R[d, 2 * H:]
+        Rbh = B[d, 5 * H:]
+        dA = np.zeros((S, Bn, 3 * H))      # gradients of the gate pre-activations, [z | r | h]
+        dN = np.zeros((S, Bn, H))          # lbr = 1: gradient of H_prev Rh^T + Rbh
+        prev = np.zeros((S, Bn, H))        # H_prev of each step
+        reset_prev = np.zeros((S, Bn, H))  # lbr = 0: r * H_prev, the input of Rh
+        order = list(step_order(cfg, d))
+        state_grad = gHt[d]
+        for pos in range(len(order) - 1, -1, -1):
+            t = order[pos]
+            live = cfg.valid[t][:, None]
+            if pos == 0:
+                h_prev = H0[d]
+            else:
+                # A skipped previous step (only possible at the start of a reverse run) means H0.
+                t_prev = order[pos - 1]
+                h_prev = np.where(cfg.valid[t_prev][:, None], HAll[t_prev, d], H0[d])
+            z, r, h_cand = ZRH[t, d, :, :H], ZRH[t, d, :, H:2 * H], ZRH[t, d, :, 2 * H:]
+            d_out = np.where(live, state_grad + gY[t, d], 0.0)
+            da_h = d_out * (1.0 - z) * _slope(g, h_cand, cfg)
+            d_prev = d_out * z
+            if cfg.lbr:
+                n = h_prev @ Rh.T + Rbh
+                dr = da_h * n
+                dN[t] = da_h * r
+                d_prev = d_prev + dN[t] @ Rh
+            else:
+                d_rh = da_h @ Rh
+                dr = d_rh * h_prev
+                d_prev = d_prev + d_rh * r
+                reset_prev[t] = r * h_prev
+            da_z = d_out * (h_prev - h_cand) * _slope(f, z, cfg)
+            da_r = dr * _slope(f, r, cfg)
+            d_prev = d_prev + da_z @ Rz + da_r @ Rr
+            dA[t] = np.concatenate([da_z, da_r, da_h], axis=1)
+            prev[t] = h_prev
+            state_grad = np.where(live, d_prev, state_grad)
+        dH0[d] = state_grad
+        dX += dA @ W[d]
+        dW[d] = np.einsum("tbg,tbi->gi", dA, X)
+        dR[d, :2 * H] = np.einsum("tbg,tbh->gh", dA[:, :, :2 * H], prev)
+        dB[d, :3 * H] = dA.sum(axis=(0, 1))
+        dB[d, 3 * H:5 * H] = dA[:, :, :2 * H].sum(axis=(0, 1))
+        if cfg.lbr:
+            dR[d, 2 * H:] = np.einsum("tbg,tbh->gh", dN, prev)
+            dB[d, 5 * H:] = dN.sum(axis=(0, 1))
+        else:
+            dR[d, 2 * H:] = np.einsum("tbg,tbh->gh", dA[:, :, 2 * H:], reset_prev)
+            dB[d, 5 * H:] = dA[:, :, 2 * H:].sum(axis=(0, 1))
+    return dX, dW, dR, dB, dH0

@@ -1,0 +1,21 @@
+"""Handlers for IsolatedWorker tests: each misbehaves the way a kernel library can."""
+import os
+import signal
+import time
+
+
+def handle(request):
+    action = request["action"]
+    if action == "echo":
+        return {"pid": os.getpid(), "value": request.get("value")}
+    if action == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if action == "abort":
+        os.write(2, b"terminate called without an active exception\n")
+        os.abort()
+    if action == "hang":
+        time.sleep(60)
+    if action == "raise":
+        raise ValueError("bad input shape")
+    if action == "exit":
+        os._exit(3)
