@@ -185,9 +185,9 @@ def matching_divergences(prepared: Prepared, backend: str) -> list[Divergence]:
 
 def _apply_divergences(prepared: Prepared, result: Result) -> None:
     declared = matching_divergences(prepared, result.backend)
-    if not declared:
-        return
-    if result.status in ("pass", "unsupported") and result.failure is None:
+    if not declared or (result.status == "unsupported" and result.failure is None):
+        return  # a case the backend cannot run neither shows nor refutes a divergence
+    if result.status == "pass":
         result.divergence = declared[0].id
         result.detail += f" [known divergence {declared[0].id} did not reproduce]"
         return

@@ -137,7 +137,8 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
     return RunOutcome(run_dir, tally, summary)
 
 
-def print_summary(outcome: RunOutcome, out=sys.stdout) -> None:
+def print_summary(outcome: RunOutcome, out=None) -> None:
+    out = out or sys.stdout
     print(format_table(outcome.tally.table()), file=out)
     totals = outcome.tally.totals()
     print(f"\n{sum(totals.values())} results in {outcome.summary.get('seconds', 0):g} s: "
