@@ -3,6 +3,16 @@
 Exit codes: 0 the verdict passed; 1 the verdict failed (unexpected failures, undeclared crashes,
 errors, stale divergences) or `validate` found problems; 2 bad usage (malformed spec, unknown op,
 unknown or unavailable backend); 130 interrupted (results so far stay on disk).
+
+The gate (`run`, `merge`, and pytest on generated_tests/ through harness.plugin) exits 1 when its
+verdict fails, listing one reason a line: unexpected failures, expected failures that passed
+('remove waiver X'), undeclared crashes or hangs, harness errors, stale known divergences, stale
+waivers, waivers expired past their grace period, stale generated tests, an interrupted run or a
+missing shard. `gen-tests --check` exits 1 naming each stale generated file; `validate` exits 1 on
+any problem, including a scaffolded spec's fields that are still TODO. `waivers propose` and
+`new-op` exit 0, or 2 on bad usage. pytest keeps its own codes: 0 passed, 1 failed (tests or the
+gate's verdict), 2 interrupted, 3 internal error, 4 usage error, 5 no tests collected (a
+selection that matches nothing: treat it as a failure in CI).
 """
 from __future__ import annotations
 
@@ -49,7 +59,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=20.0, help="seconds before a backend call counts as a hang")
     p.add_argument("--out", type=Path, help="run directory (default reports/<date>-<time>-<tier>)")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+    p.add_argument("--no-report", dest="report", action="store_false",
+                   help="skip writing index.html and junit.xml into the run directory")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="render a run directory as one self-contained HTML page")
+    _add_spec_option(p)
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a directory written by `opconform run`")
+    p.add_argument("--baseline", type=Path, metavar="OTHER", help="a previous run directory to compare with")
+    p.add_argument("--out", type=Path, metavar="FILE", help="the HTML file (default RUN_DIR/index.html)")
+    p.add_argument("--bench", type=Path, metavar="FILE", help="benchmark JSON (default RUN_DIR/bench.json if present)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("probe", help="print what each backend really runs per op x dtype (kernel, function body, cast, ...)")
+    _add_spec_option(p)
+    p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs (default: all)")
+    p.add_argument("--backends", type=_comma_list,
+                   help=f"comma-separated backends (default: all known: {', '.join(registry.FACTORIES)})")
+    p.add_argument("--dtypes", type=_comma_list, help="comma-separated dtypes (default: float32,float64,float16,bfloat16)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the matrix as JSON rows to FILE")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds before a probe counts as a hang")
+    p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("run-onnx", help="run ONNX backend-test directories (model.onnx + test_data_set_N)")
     _add_spec_option(p)
@@ -68,7 +98,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cases", help="only case ids matching this glob")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_export_onnx)
+
+    p = sub.add_parser("gen-tests", help="write one pytest file per spec into generated_tests/")
+    _add_spec_option(p)
+    p.add_argument("--out", type=Path, help="directory (default: generated_tests/ beside the spec directory)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every stale file")
+    p.set_defaults(func=cmd_gen_tests)
+
+    p = sub.add_parser("merge", help="merge run directories (CI shards) into one, with the gate's verdict")
+    _add_spec_option(p)
+    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="directories holding results.jsonl")
+    p.add_argument("--out", type=Path, required=True, help="the merged run directory")
+    p.add_argument("--today", type=_date, help="judge waiver review dates as of YYYY-MM-DD (default: today)")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("waivers", help="waiver tools: `waivers propose [RUN_DIR]` prints drafts for failures")
+    _add_spec_option(p)
+    p.add_argument("action", choices=["propose"])
+    p.add_argument("run_dir", nargs="?", type=Path, metavar="RUN_DIR", help="default: the newest run in reports/")
+    p.set_defaults(func=cmd_waivers)
+
+    p = sub.add_parser("new-op", help="scaffold a spec (fields to fill marked TODO) and a reference stub")
+    _add_spec_option(p)
+    p.add_argument("name", metavar="NAME", help="the op's name, e.g. SquareGrad")
+    p.add_argument("--like", metavar="EXISTING", help="start from a copy of this op's spec")
+    p.add_argument("--domain", default="com.microsoft")
+    p.set_defaults(func=cmd_new_op)
     return parser
+
+
+def _date(text: str):
+    import datetime
+
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a date; write YYYY-MM-DD") from None
 
 
 def load(args):
@@ -88,7 +153,20 @@ def cmd_validate(args) -> int:
         print(f"{len(e.problems)} problem(s) found", file=sys.stderr)
         return EXIT_FAILED
     print(f"{len(catalog.specs)} specs valid: {', '.join(s.op for s in catalog.specs)}")
+    _warn_waiver_reviews(catalog)
     return EXIT_OK
+
+
+def _warn_waiver_reviews(catalog) -> None:
+    """Waivers past review_by: the gate warns during the grace period, then fails."""
+    from harness import waivers
+
+    today = waivers.today()
+    for w in catalog.waivers:
+        state = w.state(today)
+        if state != "active":
+            print(f"warning: {w.file}: waiver {w.id}: review_by {w.review_by} has passed"
+                  + (" and so has its grace period: the gate fails" if state == "expired" else ""), file=sys.stderr)
 
 
 def cmd_run(args) -> int:
@@ -102,7 +180,63 @@ def cmd_run(args) -> int:
                          threads=args.threads, timeout=args.timeout, out=args.out, progress=args.progress)
     outcome = run(catalog, options)
     print_summary(outcome)
+    if args.report:
+        _publish(outcome.run_dir, catalog)
     return EXIT_OK if outcome.passed else EXIT_FAILED
+
+
+def _publish(run_dir: Path, catalog) -> None:
+    """index.html and junit.xml beside the results; a report bug must not change the run's verdict."""
+    from harness.report import publish
+
+    try:
+        html, junit = publish(run_dir, catalog)
+    except Exception as e:  # noqa: BLE001 - the results are on disk; say so and keep the exit code
+        print(f"opconform: warning: could not write the report: {type(e).__name__}: {e}; "
+              f"retry with `opconform report {run_dir}`", file=sys.stderr)
+        return
+    print(f"report: {html}  junit: {junit}")
+
+
+def cmd_report(args) -> int:
+    from harness.report import ReportError, write_report
+
+    if args.baseline and not (args.baseline / "results.jsonl").is_file():
+        raise UsageError(f"--baseline {args.baseline}: no results.jsonl there; pass a directory written by `opconform run`")
+    if args.bench and not args.bench.is_file():
+        raise UsageError(f"--bench {args.bench}: no such file")
+    try:
+        out = write_report(args.run_dir, args.out, args.baseline, args.bench, args.specs)
+    except ReportError as e:
+        raise UsageError(str(e)) from None
+    print(f"report: {out}")
+    return EXIT_OK
+
+
+def cmd_probe(args) -> int:
+    import json
+
+    from harness import dtypes, probe
+
+    names = args.backends or list(registry.FACTORIES)
+    for name in names:
+        if name not in registry.FACTORIES:
+            raise UsageError(f"unknown backend '{name}'; known: {', '.join(registry.FACTORIES)}")
+    for dtype in args.dtypes or []:
+        if dtype not in dtypes.FLOATS:
+            raise UsageError(f"unknown dtype '{dtype}'; known: {', '.join(dtypes.FLOATS)}")
+    catalog = load(args)
+    specs = catalog.select(args.ops)
+    backends = [registry.create(name, timeout=args.timeout) for name in names]
+    try:
+        rows = probe.matrix(backends, probe.pairs(specs, args.dtypes or list(dtypes.FLOATS)))
+    finally:
+        for backend in backends:
+            backend.close()
+    print(probe.format_matrix(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    return EXIT_OK
 
 
 def cmd_run_onnx(args) -> int:
@@ -123,6 +257,83 @@ def cmd_export_onnx(args) -> int:
     cases = select_cases(catalog, RunOptions(ops=args.ops, tier=args.tier, cases=args.cases))
     written = export_cases(catalog, cases, args.out, args.seed)
     print(f"wrote {written} test directories to {args.out} (valid cases only)")
+    return EXIT_OK
+
+
+def cmd_gen_tests(args) -> int:
+    from harness import codegen
+
+    catalog = load(args)
+    out = args.out or codegen.default_out(catalog)
+    try:
+        if args.check:
+            stale = codegen.stale(catalog, out)
+            for line in stale:
+                print(line, file=sys.stderr)
+            if stale:
+                print(f"{len(stale)} generated file(s) stale: run `opconform gen-tests`", file=sys.stderr)
+                return EXIT_FAILED
+            print(f"generated tests in {out} are up to date ({len(catalog.specs)} specs)")
+            return EXIT_OK
+        changes = codegen.write(catalog, out)
+    except codegen.CodegenError as e:
+        raise UsageError(str(e)) from None
+    for name in changes.written:
+        print(f"wrote {out / name}")
+    for name in changes.removed:
+        print(f"removed {out / name} (its spec is gone)")
+    print(f"{len(changes.written)} written, {len(changes.removed)} removed, {len(changes.unchanged)} unchanged in {out}")
+    return EXIT_OK
+
+
+def cmd_merge(args) -> int:
+    from harness import gate
+
+    catalog = load(args)
+    try:
+        summary = gate.merge(args.dirs, args.out, catalog, today=args.today)
+    except gate.MergeError as e:
+        raise UsageError(str(e)) from None
+    gate.print_verdict(summary, sys.stdout)
+    print(f"results: {args.out}/results.jsonl, {args.out}/summary.json")
+    _publish(args.out, catalog)  # the merged shards' one report and junit.xml
+    return EXIT_OK if summary["verdict"]["passed"] else EXIT_FAILED
+
+
+def cmd_waivers(args) -> int:
+    from harness import waivers
+    from harness.results import read_results
+
+    catalog = load(args)
+    run_dir = args.run_dir or _newest_run(Path("reports"))
+    path = run_dir / "results.jsonl"
+    if not path.is_file():
+        raise UsageError(f"{run_dir}: no results.jsonl; pass a run directory (opconform run --out DIR)")
+    print(waivers.propose(read_results(path), catalog.waivers, source=str(path)), end="")
+    return EXIT_OK
+
+
+def _newest_run(reports: Path) -> Path:
+    runs = sorted((p.parent for p in reports.glob("*/results.jsonl")), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise UsageError(f"no run in {reports}/; run `opconform run` first or pass RUN_DIR")
+    return runs[-1]
+
+
+def cmd_new_op(args) -> int:
+    from harness import scaffold
+    from harness.spec.loader import default_root, shown
+
+    root = Path(args.specs or default_root())
+    try:
+        made = scaffold.new_op(root, args.name, like=args.like, domain=args.domain)
+    except scaffold.ScaffoldError as e:
+        raise UsageError(str(e)) from None
+    print(f"wrote {shown(made.spec)} ({len(made.todo)} value(s) marked TODO)")
+    print(f"wrote {shown(made.reference)} (raises NotImplementedError until you write it)")
+    print("next: fill in the TODOs and the reference; `opconform validate` lists what is still missing, one item a "
+          "line; then `opconform gen-tests` and `pytest generated_tests -m smoke -k " + args.name + "` "
+          "(docs/adding-an-op.md)")
     return EXIT_OK
 
 

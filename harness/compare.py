@@ -52,13 +52,22 @@ def _at(mask: np.ndarray) -> str:
     return str([int(i) for i in np.unravel_index(int(np.flatnonzero(mask)[0]), mask.shape)])
 
 
+def _overflowed_to_inf(r: np.ndarray, dtype: str) -> np.ndarray:
+    """A finite float64 result beyond the dtype's range rounds to +/-inf: that is the expected value."""
+    if dtype not in dtypes.FLOATS or dtype == "float64":
+        return r
+    with np.errstate(over="ignore"):
+        rounded = r.astype(dtypes.NUMPY[dtype]).astype(np.float64)
+    return np.where(np.isfinite(r) & np.isinf(rounded), rounded, r)
+
+
 def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance,
             allowance: np.ndarray | None = None) -> Comparison:
     if actual.shape != expected.shape:
         return Comparison(False, int(expected.size), int(expected.size), problems=[
             f"shape {list(actual.shape)}, expected {list(expected.shape)}"], tolerance=tol)
     a = actual.astype(np.float64)
-    r = np.asarray(expected, dtype=np.float64)
+    r = _overflowed_to_inf(np.asarray(expected, dtype=np.float64), dtype)
     result = Comparison(True, int(r.size), tolerance=tol)
     if r.size == 0:
         return result

@@ -79,7 +79,7 @@ def value_problem(attr: Attribute, value) -> str | None:
         if not isinstance(value, scalar[attr.type]) or isinstance(value, bool):
             return f"must be a {attr.type}, got {value!r}"
     else:
-        kind = numbers.Integral if attr.type == "ints" else numbers.Real
+        kind = {"ints": numbers.Integral, "floats": numbers.Real, "strings": str}[attr.type]
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, kind) for v in value):
             return f"must be a list of {attr.type[:-1]}s, got {value!r}"
         items = list(value)

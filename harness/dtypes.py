@@ -58,7 +58,8 @@ def ulp_distance(actual: np.ndarray, expected: np.ndarray, dtype: str) -> np.nda
     sign_bit = np.uint64(1 << (width - 1))
 
     def split(x):  # (magnitude bits, is negative), as uint64 so that float64 stays exact
-        raw = np.ascontiguousarray(x.astype(NUMPY[dtype])).view(bits).astype(np.uint64)
+        with np.errstate(over="ignore", invalid="ignore"):  # out-of-range values round to +/-Inf, as stored
+            raw = np.ascontiguousarray(x.astype(NUMPY[dtype])).view(bits).astype(np.uint64)
         return raw & (sign_bit - np.uint64(1)), (raw & sign_bit) != 0
 
     (ma, na), (mb, nb) = split(actual), split(expected)

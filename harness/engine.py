@@ -6,7 +6,11 @@ the same thing wherever it is printed.
 Statuses: pass; fail (an unexpected disagreement with the spec); divergent (a disagreement the spec
 declares as a known divergence of that backend, with evidence); unsupported (the backend cannot run
 this dtype or feature); crashed (the backend's process died or hung); error (the harness or the spec
-could not build or check the case: always a bug to fix).
+could not build or check the case: always a bug to fix); waived (a failure, or a case not run, that
+a backend team accepts in specs/_waivers/<backend>.yaml: counted apart, see harness.waivers).
+
+`run_case` is the single entry point: `opconform run` and the generated pytest files call it, so a case
+gets the same status and detail wherever it runs.
 """
 from __future__ import annotations
 
@@ -16,16 +20,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness import contract
+from harness import waivers as waiver_rules
 from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, Request, TimedOut, Unsupported
 from harness.backends.reference import evaluate
 from harness.cases import Case
 from harness.compare import Tolerance, compare
+from harness.diagnose import diagnose
 from harness.dtypes import NUMPY
+from harness.probe import capability
 from harness.spec.model import Divergence
 from harness.tensors import CaseError, make_inputs
 from harness.tolerance import allowances
 
-STATUSES = ("pass", "fail", "divergent", "unsupported", "crashed", "error")
+STATUSES = ("pass", "fail", "divergent", "waived", "unsupported", "crashed", "error")
 UNEXPECTED = ("fail", "crashed", "error")
 # Which declared divergence results explain which observed failure kinds.
 EXPLAINS = {"wrong_values": ("wrong_values", "wrong_shape"), "crash": ("crash",), "hang": ("hang",),
@@ -63,6 +70,9 @@ class Result:
     detail: str = ""
     divergence: str | None = None  # id of the known divergence that explains (or was expected to explain) it
     outputs: dict = field(default_factory=dict)  # output name -> Comparison.to_json()
+    waiver: str | None = None  # id of the waiver that waived it (or that an XPASS says to remove)
+    check: str = "reference"  # or a self-consistency check: output_subset, own_saved_state (harness.self_consistency)
+    diagnosis: dict | None = None  # for wrong outputs: the alternative semantics they match (harness.diagnose)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -98,7 +108,8 @@ def request_for(prepared: Prepared, threads: int = 1) -> Request:
     case = prepared.case
     wanted = set(case.requested_outputs)
     return Request(case.spec, case.dtype, [prepared.inputs.get(i.name) for i in case.spec.inputs],
-                   case.attributes, tuple(o.name in wanted for o in case.spec.outputs), threads)
+                   case.attributes, tuple(o.name in wanted for o in case.spec.outputs), threads,
+                   timeout=case.group.timeout)
 
 
 def new_result(prepared: Prepared, backend: str) -> Result:
@@ -114,12 +125,22 @@ def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance) -> Result:
     if prepared.problem:
         result.status, result.detail = "error", prepared.problem
         return result
+    support = capability(backend, prepared.case.spec, prepared.case.dtype)
+    if support.gates:  # never run, so never passed: even where the backend would run it silently
+        result.status, result.detail = "unsupported", f"probe: {support.status}: {support.reason}"
+        return result
     try:
         outcome = backend.run(request_for(prepared, backend.threads))
     except Exception as e:  # a backend adapter bug: report it, keep the run going
         result.status, result.detail = "error", f"backend raised {type(e).__name__}: {e}"
         return result
     _score(prepared, outcome, tolerance, result)
+    if result.failure in ("wrong_values", "wrong_shape") and isinstance(outcome, Outputs):
+        result.diagnosis = diagnose(prepared, outcome.values, tolerance)
+        if result.diagnosis and result.diagnosis["matches"]:  # say first what the kernel computes instead
+            result.detail = f"{result.diagnosis['summary']} | {result.detail}"
+        elif result.diagnosis:
+            result.detail += f" | diagnosis: {result.diagnosis['summary']}"
     _apply_divergences(prepared, result)
     return result
 
@@ -172,8 +193,11 @@ def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, r
     if problems:
         result.status, result.detail = "fail", " | ".join(problems)
     else:
-        worst = max((o["budget_used"] for o in result.outputs.values() if isinstance(o["budget_used"], float)), default=0.0)
-        result.detail = f"within tolerance (x{worst:.2g} of {tolerance.source})"
+        worst = max(result.outputs.values(), key=lambda o: o["budget_used"] if isinstance(o["budget_used"], float) else 0.0,
+                    default=None)
+        budget = worst["budget_used"] if worst and isinstance(worst["budget_used"], float) else 0.0
+        source = worst["tolerance"]["source"] if worst else tolerance.source  # with any reduction term
+        result.detail = f"within tolerance (x{budget:.2g} of {source})"
 
 
 def matching_divergences(prepared: Prepared, backend: str) -> list[Divergence]:
@@ -201,3 +225,36 @@ def _apply_divergences(prepared: Prepared, result: Result) -> None:
             return
     result.divergence = declared[0].id
     result.detail += f" [declared as {declared[0].id} ({', '.join(declared[0].results)}), but observed {result.failure}]"
+
+
+class CaseNotFound(LookupError):
+    pass
+
+
+def find_case(cases: dict[str, Case], spec_id: str, dtype: str, case_id: str) -> Case:
+    """The case `dtype-case_id` among a spec's cases (full id -> Case), or a clear error."""
+    case = cases.get(f"{dtype}-{case_id}")
+    if case is None:
+        raise CaseNotFound(f"{spec_id} has no case {dtype}-{case_id}: the spec changed since this test was "
+                           f"generated; run `opconform gen-tests`")
+    return case
+
+
+def run_case(catalog, prepared: Prepared, backend: Backend) -> list[Result]:
+    """Judge one prepared case on one backend with the catalog's tolerance and waivers, plus the
+    self-consistency checks that follow it: the results `opconform run` writes and a generated test asserts."""
+    from harness.self_consistency import follow_ups  # it builds on this module
+
+    case = prepared.case
+    skip = None if prepared.problem else waiver_rules.skipping(case, backend.name, catalog.waivers)
+    if skip is not None:
+        result = new_result(prepared, backend.name)
+        result.status, result.waiver = "waived", skip.id
+        result.detail = f"not run: waived by {skip.id} (skip, {skip.because}): {skip.reason}"
+        return [result]
+    tolerance = catalog.tolerance(case.spec, case.dtype)
+    first = judge(prepared, backend, tolerance)
+    results = [first, *follow_ups(prepared, backend, first, tolerance, catalog)]
+    for result in results:
+        waiver_rules.apply(result, catalog.waivers)
+    return results

@@ -83,7 +83,7 @@ class Tally:
 
 def format_table(rows: list[dict]) -> str:
     columns = [("op", "op"), ("backend", "backend"), ("pass", "passed"), ("fail", "failed"),
-               ("divergent", "divergent"), ("unsupported", "unsupported"), ("crashed", "crashed"),
+               ("divergent", "divergent"), ("waived", "waived"), ("unsupported", "unsupported"), ("crashed", "crashed"),
                ("error", "errors"), ("total", "total")]
     cells = [[title for _, title in columns]] + [[str(row[key]) for key, _ in columns] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -10,11 +11,16 @@ from pathlib import Path
 from tqdm import tqdm
 
 from harness import backends as registry
-from harness import environment
+from harness import environment, probe
 from harness.cases import Case, expand
-from harness.engine import judge, prepare
+from harness import gate
+from harness.engine import prepare, run_case
 from harness.results import ResultsWriter, Tally, format_table, write_json
 from harness.spec.loader import Catalog
+
+
+# Environment variables that set how many threads the backends' kernels and BLAS use.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "MKL_NUM_THREADS")
 
 
 class RunError(Exception):
@@ -91,6 +97,7 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
     run_dir = new_run_dir(options)
     writer = ResultsWriter(run_dir / "results.jsonl")
     tally = Tally()
+    records: list[dict] = []
     started = time.time()
     summary = {
         "run_id": run_dir.name, "tier": options.tier, "seed": options.seed, "threads": options.threads,
@@ -99,7 +106,14 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
         | {n: a for n, a in availability.items() if not a["available"]},
         "environment": environment.describe(catalog.root), "spec_set": catalog.digest,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "complete": False,
+        # what a report needs to document the ops and to write commands that rerun one case
+        "specs": str(Path(catalog.root).resolve()), "timeout": options.timeout,
+        "env_vars": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
     }
+    # Once per run: what each backend really runs per op x dtype; the engine reports the cases of
+    # what it does not run as unsupported (harness.probe), from the same per-backend cache.
+    summary["capabilities"] = probe.matrix(backends, probe.pairs_of(cases), unavailable={
+        name: a["reason"] for name, a in availability.items() if not a["available"]})
     write_json(run_dir / "summary.json", summary)
     bar = tqdm(total=len(cases) * len(backends), unit="result", file=sys.stderr, dynamic_ncols=True,
                disable=not options.progress if options.progress is not None else None)
@@ -112,12 +126,13 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
                     print(f"  {current_op}: {op_results} results", file=sys.stderr, flush=True)
                 current_op, op_results = case.spec.op, 0
             prepared = prepare(case, options.seed)
-            tolerance = catalog.tolerance(case.spec, case.dtype)
             for backend in backends:
-                result = judge(prepared, backend, tolerance)
-                writer.write(result)
-                tally.add(result)
-                op_results += 1
+                # the same entry point the generated tests call: judge, self-consistency checks, waivers
+                for r in run_case(catalog, prepared, backend):
+                    writer.write(r)
+                    tally.add(r)
+                    records.append(r.to_json())
+                    op_results += 1
                 bar.set_description_str(f"{case.spec.op} {backend.name}", refresh=False)
                 bar.update()
         if per_op_lines and current_op:
@@ -130,9 +145,10 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
             backend.close()
         summary.update(finished=time.strftime("%Y-%m-%dT%H:%M:%S"), seconds=round(time.time() - started, 1),
                        results=sum(tally.totals().values()), totals=dict(tally.totals()), table=tally.table(),
-                       divergences={"reproduced": dict(tally.reproduced), "not_reproduced": dict(tally.not_reproduced)},
-                       verdict=tally.verdict() if summary["complete"] else
-                       {"passed": False, "reasons": ["the run was interrupted; results.jsonl holds what finished"]})
+                       divergences={"reproduced": dict(tally.reproduced), "not_reproduced": dict(tally.not_reproduced)})
+        # the gate's verdict: what the generated suites and `opconform merge` decide on the same records
+        judged = gate.summarize(records, catalog, complete=summary["complete"])
+        summary.update(waivers=judged["waivers"], verdict=judged["verdict"])
         write_json(run_dir / "summary.json", summary)
     return RunOutcome(run_dir, tally, summary)
 
@@ -142,14 +158,17 @@ def print_summary(outcome: RunOutcome, out=None) -> None:
     print(format_table(outcome.tally.table()), file=out)
     totals = outcome.tally.totals()
     print(f"\n{sum(totals.values())} results in {outcome.summary.get('seconds', 0):g} s: "
-          + ", ".join(f"{totals[s]} {s}" for s in ("pass", "fail", "divergent", "unsupported", "crashed", "error")
+          + ", ".join(f"{totals[s]} {s}" for s in ("pass", "fail", "divergent", "waived", "unsupported", "crashed", "error")
                       if totals[s]), file=out)
     for result in outcome.tally.unexpected[:20]:
         print(f"  {result.status.upper()} {result.op} [{result.backend}] {result.dtype}-{result.case}: "
               f"{result.detail[:300]}", file=out)
+        if result.diagnosis and result.diagnosis["summary"] not in result.detail[:300]:
+            print(f"      diagnosis: {result.diagnosis['summary']}", file=out)
     if len(outcome.tally.unexpected) > 20:
         print(f"  ... and {len(outcome.tally.unexpected) - 20} more in results.jsonl", file=out)
     verdict = outcome.summary["verdict"]
     print(f"\nverdict: {'PASS' if verdict['passed'] else 'FAIL'}"
-          + "".join(f"\n  - {r}" for r in verdict["reasons"]), file=out)
+          + "".join(f"\n  - {r}" for r in verdict["reasons"])
+          + "".join(f"\n  warning: {w}" for w in verdict.get("warnings", [])), file=out)
     print(f"results: {outcome.run_dir}/results.jsonl, {outcome.run_dir}/summary.json", file=out)

@@ -43,8 +43,10 @@ def input_shapes(case: Case) -> dict[str, tuple[int, ...] | None]:
         inp = spec.input(name)
         if name in case.omitted_inputs:
             shape = None
-        elif name in from_hook:
-            shape = tuple(from_hook[name])
+        elif name in from_hook:  # the hook may leave an optional input out (None), e.g. GRU's sequence_lens
+            if from_hook[name] is None and not inp.optional:
+                raise CaseError(f"input '{name}' is required but {spec.cases.shapes} gave it no shape")
+            shape = None if from_hook[name] is None else tuple(from_hook[name])
         elif inp.shape_from:
             shape = shape_of(inp.shape_from, (*seen, name))
         elif inp.shape_fn:

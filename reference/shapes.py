@@ -6,6 +6,8 @@ Pads are ONNX-ordered: all begins, then all ends.
 """
 from typing import NamedTuple
 
+from reference.forward.gru import gru_shapes
+
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 ATTRIBUTE_NAMES = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
@@ -138,11 +140,12 @@ def conv_bias_shape(w_shape):
 
 
 def conv_case_shapes(params):
-    """{"X", "W", "dY"} shapes from case parameters {X: shape, M: int, kernel_shape, group, <attrs>}.
+    """{"X", "W", "dY", "B"} shapes from case parameters {X: shape, M: int, kernel_shape, group, <attrs>}.
 
     An explicit "W" or "dY" in params wins (error cases use this to build invalid combinations);
     otherwise W is [M, C/group, *kernel_shape] and dY is the conv output shape, and a combination whose
-    output shape is undefined raises ValueError naming the problem.
+    output shape is undefined raises ValueError naming the problem. B ([M]) is the forward Conv's bias:
+    not a ConvGrad input, but the VJP check perturbs it to prove dB.
     """
     x = tuple(int(d) for d in params["X"])
     group = 1 if params.get("group") is None else int(params["group"])
@@ -158,4 +161,17 @@ def conv_case_shapes(params):
         dy = tuple(int(d) for d in params["dY"])
     else:
         dy = conv_output_shape(x, w, {k: params.get(k) for k in ATTRIBUTE_NAMES})
-    return {"X": x, "W": w, "dY": dy}
+    return {"X": x, "W": w, "dY": dy, "B": (w[0],)}
+
+
+def gru_case_shapes(params):
+    """GRUTraining / GRUGrad shapes from case parameters {seq, batch, input_size, hidden_size, direction?}.
+
+    The sequence_lens input is left out (None) unless params has `with_sequence_lens: true`: most backends
+    reject it, so cases give it only where they mean to.
+    """
+    directions = 2 if params.get("direction") == "bidirectional" else 1
+    shapes = gru_shapes(params["seq"], params["batch"], params["input_size"], params["hidden_size"], directions)
+    if not params.get("with_sequence_lens"):
+        shapes["sequence_lens"] = None
+    return shapes

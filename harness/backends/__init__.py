@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 from harness.backends.base import Backend
-from harness.backends.ort import OrtBackend
+from harness.backends.ort import OrtBackend, OrtCudaBackend
 from harness.backends.reference import ReferenceBackend
 
 FACTORIES = {
     "reference": ReferenceBackend,
     "ort": OrtBackend,
+    "ort-cuda": OrtCudaBackend,
 }
-DEFAULT = ("reference", "ort")
+# Defaults that are unavailable here (ort-cuda without a GPU) are skipped, their reason recorded.
+DEFAULT = ("reference", "ort", "ort-cuda")
 
 
 class UnknownBackend(ValueError):

@@ -20,6 +20,7 @@ class Request:
     attributes: dict  # only the attributes written on the node; the rest take their defaults
     outputs: tuple[bool, ...]  # which of the spec's outputs are requested
     threads: int = 1
+    timeout: float | None = None  # a case's own limit (spec group `timeout`); None: the backend's
 
     def named_inputs(self) -> dict[str, np.ndarray | None]:
         return {i.name: v for i, v in zip(self.spec.inputs, self.inputs)}
@@ -55,6 +56,24 @@ class TimedOut:
 
 Outcome = Outputs | Rejected | Unsupported | Crashed | TimedOut
 
+# What a probe can say about one (op, dtype) on one backend. `error`: the probe itself failed, so it
+# cannot tell; cases then run and show for themselves.
+SUPPORT_STATUSES = ("supported", "not_registered", "no_kernel", "unavailable", "error")
+GATING_STATUSES = ("not_registered", "no_kernel", "unavailable")  # cases are reported unsupported, not run
+
+
+@dataclass(frozen=True)
+class Support:
+    """A backend's capability for one (op, dtype): see harness.probe."""
+    status: str  # one of SUPPORT_STATUSES
+    how: str = ""  # when supported: kernel, function_body, cast+kernel, cast+function_body, reference, assumed
+    reason: str = ""  # the evidence, or why not
+
+    @property
+    def gates(self) -> bool:
+        """True when the backend's cases for this (op, dtype) are reported unsupported instead of run."""
+        return self.status in GATING_STATUSES
+
 
 @dataclass
 class Backend:
@@ -69,6 +88,12 @@ class Backend:
 
     def run(self, request: Request) -> Outcome:
         raise NotImplementedError
+
+    def probe(self, request: Request) -> Support:
+        """Whether this backend really runs request.spec in request.dtype, and how (harness.probe calls
+        it with one representative valid case). Backends that cannot tell are assumed to; a case they
+        cannot run still shows as unsupported when run() returns Unsupported."""
+        return Support("supported", "assumed", f"{self.name} has no capability probe; assumed to run what it accepts")
 
     def environment(self) -> dict:
         return {}

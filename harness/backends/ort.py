@@ -1,15 +1,17 @@
 """The `ort` backend: onnxruntime-training's CPU kernels, one-node models, in an isolated worker."""
 from __future__ import annotations
 
+import glob
 import importlib.metadata
 from dataclasses import dataclass, field
 
 from harness import dtypes
-from harness.backends import onnx_model
-from harness.backends.base import Backend, Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
+from harness.backends import onnx_model, ort_probe
+from harness.backends.base import Backend, Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
 from harness.backends.worker import HandlerError, IsolatedWorker
 
 INSTALL_HINT = "pip install onnxruntime-training==1.19.2"
+CUDA = "CUDAExecutionProvider"
 
 
 def classify_error(phase: str, cls: str, message: str) -> Rejected | Unsupported:
@@ -19,6 +21,8 @@ def classify_error(phase: str, cls: str, message: str) -> Rejected | Unsupported
         return Unsupported(f"no kernel registered: {message}")
     if phase == "session" and cls == "InvalidGraph" and "Type Error" in message:
         return Unsupported(f"type not accepted by the op schema: {message}")
+    if phase == "session" and "is not a registered function/op" in message:
+        return Unsupported(f"op not registered in this onnxruntime build: {message}")
     if cls == "ProviderUnavailable":
         return Unsupported(message)
     return Rejected(f"{cls} at {phase}: {message}")
@@ -66,14 +70,26 @@ class OrtBackend(Backend):
         model = onnx_model.build(request)
         try:
             reply = self.worker.call({"call": "run", "model": model.model, "feeds": model.feeds,
-                                      "fetches": model.fetches, "threads": self.threads, "provider": self.provider})
+                                      "fetches": model.fetches, "threads": self.threads, "provider": self.provider},
+                                     timeout=min(self.timeout, request.timeout or self.timeout))
         except HandlerError as e:
-            phase, cls, message = e.message.split("|", 2) if e.cls == "OrtError" else ("run", e.cls, e.message)
-            return classify_error(phase, cls, message)
+            return classify_error(*_error_parts(e))
         if isinstance(reply, (Crashed, TimedOut)):
             return reply
         fetched = iter(a.astype(dtypes.NUMPY[d], copy=False) for a, d in zip(reply, model.fetch_dtypes))
         return Outputs([next(fetched) if wanted else None for wanted in request.outputs])
+
+    def probe(self, request: Request) -> Support:
+        """Kernel, function body or inserted casts, from a profiled run of the request (harness.backends.ort_probe)."""
+        model = onnx_model.build(request)
+        try:
+            reply = self.worker.call({"call": "probe", "model": model.model, "feeds": model.feeds,
+                                      "fetches": model.fetches, "threads": self.threads, "provider": self.provider})
+        except HandlerError as e:
+            return ort_probe.classify_error(request.spec.op, request.dtype, *_error_parts(e))
+        if isinstance(reply, (Crashed, TimedOut)):
+            return Support("error", reason=f"the probe case killed the worker: {reply}")
+        return ort_probe.classify_run(request.spec, request.dtype, reply["kernels"], self.provider)
 
     def environment(self) -> dict:
         info = self.info()
@@ -83,3 +99,56 @@ class OrtBackend(Backend):
     def close(self) -> None:
         if self._worker is not None:
             self._worker.close()
+
+
+def _error_parts(e: HandlerError) -> tuple[str, str, str]:
+    """(phase, exception class, message) of an error the worker sent back."""
+    return tuple(e.message.split("|", 2)) if e.cls == "OrtError" else ("run", e.cls, e.message)
+
+
+def gpu_devices() -> list[str]:
+    """The NVIDIA GPUs the driver exposes here (/dev/nvidia0, /dev/nvidia1, ...)."""
+    return sorted(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def cuda_unavailable(library_error: str | None, gpus: list[str], session_providers: list[str] | None = None) -> str | None:
+    """Why ort-cuda cannot run here (every reason found), or None when it can. session_providers: what
+    a session asking for CUDA really got (None: not tried), since ORT falls back to CPU silently."""
+    reasons = []
+    if library_error:
+        reasons.append(f"onnxruntime's CUDA provider does not load: {library_error}")
+    if not gpus:
+        reasons.append("no NVIDIA GPU (no /dev/nvidia[0-9]* device)")
+    if not reasons and session_providers is not None and CUDA not in session_providers:
+        reasons.append(f"a session asking for {CUDA} got {', '.join(session_providers) or 'no provider'} instead")
+    return "; ".join(reasons) or None
+
+
+@dataclass
+class OrtCudaBackend(OrtBackend):
+    """The same backend on CUDAExecutionProvider: enabled only where that provider loads and a GPU is present."""
+    provider: str = CUDA
+
+    def __post_init__(self):
+        self.name = "ort-cuda"
+
+    def availability(self) -> str | None:
+        try:
+            importlib.metadata.version("onnxruntime-training")
+        except importlib.metadata.PackageNotFoundError:
+            return f"onnxruntime-training is not installed ({INSTALL_HINT})"
+        check = self._cuda_check(session=False)  # cheap: no onnxruntime import
+        if reason := cuda_unavailable(check.get("error"), gpu_devices()):
+            return reason
+        if reason := super().availability():
+            return reason
+        return cuda_unavailable(None, gpu_devices(), self._cuda_check(session=True).get("session_providers", []))
+
+    def _cuda_check(self, session: bool) -> dict:
+        try:
+            reply = self.worker.call({"call": "cuda", "session": session}, timeout=60)
+        except HandlerError as e:
+            return {"error": str(e)}
+        if isinstance(reply, (Crashed, TimedOut)):
+            return {"error": f"the worker died while loading the CUDA provider: {reply}"}
+        return reply

@@ -15,7 +15,11 @@ class OrtError(Exception):
 
 
 def handle(request: dict):
-    """The worker's entry point: {'call': 'info'} or {'call': 'run', ...}."""
+    """The worker's entry point: {'call': 'info'}, {'call': 'run', ...}, {'call': 'probe', ...} or {'call': 'cuda'}."""
+    if request["call"] == "probe":
+        return probe(request)
+    if request["call"] == "cuda":
+        return cuda_check(request.get("session", False))
     return info() if request["call"] == "info" else run(request)
 
 
@@ -32,19 +36,94 @@ def run(request: dict) -> list:
     key = (hashlib.sha256(request["model"]).hexdigest(), request["threads"], request["provider"])
     session = _sessions.get(key)
     if session is None:
-        options = ort.SessionOptions()
-        options.log_severity_level = 4  # kernels print [E:onnxruntime...] even at 3
-        options.intra_op_num_threads = request["threads"]
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        try:
-            session = ort.InferenceSession(request["model"], options, providers=[request["provider"]])
-        except Exception as e:
-            raise OrtError(f"session|{type(e).__name__}|{e}") from None
-        if request["provider"] not in session.get_providers():
-            raise OrtError(f"session|ProviderUnavailable|{request['provider']} did not load")
+        session = _session(ort, request, _options(ort, request))
         _sessions[key] = session
     try:
         return session.run(request["fetches"], request["feeds"])
     except Exception as e:
         raise OrtError(f"run|{type(e).__name__}|{e}") from None
+
+
+def _options(ort, request: dict):
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # kernels print [E:onnxruntime...] even at 3
+    options.intra_op_num_threads = request["threads"]
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return options
+
+
+def _session(ort, request: dict, options):
+    try:
+        session = ort.InferenceSession(request["model"], options, providers=[request["provider"]])
+    except Exception as e:
+        raise OrtError(f"session|{type(e).__name__}|{e}") from None
+    if request["provider"] not in session.get_providers():
+        raise OrtError(f"session|ProviderUnavailable|{request['provider']} did not load")
+    return session
+
+
+def probe(request: dict) -> dict:
+    """Run the request once in a fresh, profiled session: every kernel that ran, with its provider and
+    its input and output types, is the evidence harness.backends.ort_probe classifies."""
+    import json
+    import os
+    import tempfile
+
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="opconform-probe-") as tmp:
+        options = _options(ort, request)
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(tmp, "probe")
+        session = _session(ort, request, options)
+        try:
+            session.run(request["fetches"], request["feeds"])
+        except Exception as e:
+            raise OrtError(f"run|{type(e).__name__}|{e}") from None
+        with open(session.end_profiling(), encoding="utf-8") as f:
+            events = json.load(f)
+    kernels = []
+    for event in events:
+        args = event.get("args", {})
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time") and "op_name" in args:
+            kernels.append({"op": args["op_name"], "provider": args.get("provider", ""),
+                            "inputs": [t for shape in args.get("input_type_shape", []) for t in shape],
+                            "outputs": [t for shape in args.get("output_type_shape", []) for t in shape]})
+    return {"providers": session.get_providers(), "kernels": kernels}
+
+
+def cuda_check(session: bool = False) -> dict:
+    """Whether onnxruntime's CUDA provider library loads here (without importing onnxruntime): the
+    dlopen error names the missing CUDA library (e.g. libcublasLt.so.11). With session=True, also
+    the providers a one-node session asking for CUDA really gets (ORT falls back to CPU silently)."""
+    import ctypes
+    import importlib.util
+    import os
+
+    found = importlib.util.find_spec("onnxruntime")
+    if found is None or not found.submodule_search_locations:
+        return {"library": None, "error": "onnxruntime is not installed"}
+    capi = os.path.join(list(found.submodule_search_locations)[0], "capi")
+    library = os.path.join(capi, "libonnxruntime_providers_cuda.so")
+    if not os.path.exists(library):
+        return {"library": None, "error": "this onnxruntime build has no CUDA provider library"}
+    try:
+        ctypes.CDLL(os.path.join(capi, "libonnxruntime_providers_shared.so"), mode=ctypes.RTLD_GLOBAL)
+        ctypes.CDLL(library)
+    except OSError as e:
+        return {"library": library, "error": str(e)}
+    reply = {"library": library, "error": None}
+    if session:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+        model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "cuda_check", [x],
+                                                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
+                                  ir_version=10, opset_imports=[helper.make_opsetid("", 17)])
+        options = ort.SessionOptions()
+        options.log_severity_level = 4
+        reply["session_providers"] = ort.InferenceSession(model.SerializeToString(), options,
+                                                          providers=["CUDAExecutionProvider"]).get_providers()
+    return reply

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness import contract, dtypes
-from harness.backends.base import Backend, Outputs, Rejected, Request
+from harness.backends.base import Backend, Outputs, Rejected, Request, Support
 from harness.dotted import resolve
 from harness.spec.model import Spec
 from harness.tensors import resolve_attributes
@@ -38,9 +38,19 @@ class ReferenceBackend(Backend):
         if problems:
             return Rejected("; ".join(problems))
         values = evaluate(request.spec, inputs, request.attributes)
-        return Outputs([
-            v.astype(dtypes.NUMPY[request.spec.dtype_of(out, request.dtype)]) if wanted else None
-            for out, v, wanted in zip(request.spec.outputs, values, request.outputs)])
+        with np.errstate(over="ignore"):  # beyond the dtype's range rounds to +/-inf, as it should
+            return Outputs([
+                v.astype(dtypes.NUMPY[request.spec.dtype_of(out, request.dtype)]) if wanted else None
+                for out, v, wanted in zip(request.spec.outputs, values, request.outputs)])
+
+    def probe(self, request: Request) -> Support:
+        """The reference runs exactly the dtypes the spec's type constraints allow."""
+        spec = request.spec
+        main = spec.inputs[0].type
+        allowed = spec.type_constraints[main].types
+        if request.dtype in allowed:
+            return Support("supported", "reference", f"float64 NumPy reference, rounded once to {request.dtype}")
+        return Support("not_registered", reason=f"the spec's type constraint {main} allows {', '.join(allowed)}")
 
     def environment(self) -> dict:
         return {"numpy": np.__version__}

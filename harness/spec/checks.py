@@ -9,7 +9,7 @@ import inspect
 from harness.cases import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, expand, group_params
 from harness.contract import value_problem
 from harness.dotted import DottedError, resolve
-from harness.spec.model import Spec
+from harness.spec.model import BUILTIN_TRANSFORMS, Spec
 
 BACKEND_NAMES = ("reference", "openmp", "ort", "ort-cuda")
 
@@ -79,6 +79,13 @@ def check(spec: Spec) -> list[tuple[str, str]]:
         for name in spec.forward.attributes:
             if name not in spec.attributes:
                 out.append(("forward.attributes", unknown_name("attribute", name, spec.attributes)))
+    if spec.own_saved_state:
+        for name in spec.own_saved_state.outputs:
+            if name not in in_names:
+                out.append(("own_saved_state.outputs", unknown_name("input", name, in_names)))
+            elif spec.input(name).role not in ("saved_activation", "forward_output"):
+                out.append(("own_saved_state.outputs", f"input {name} is a {spec.input(name).role}; only saved_activation "
+                                                       "or forward_output inputs come from the forward op"))
 
     out += _check_hooks(spec)
     out += _check_cases(spec, in_names, out_names, fwd_in)
@@ -92,6 +99,7 @@ def _check_hooks(spec: Spec) -> list[tuple[str, str]]:
              "accuracy.magnitude": spec.accuracy.magnitude if spec.accuracy and spec.accuracy.magnitude else None,
              "forward.reference": spec.forward.reference if spec.forward else None}
     hooks.update({f"inputs[{i}].shape_fn": inp.shape_fn for i, inp in enumerate(spec.inputs)})
+    hooks.update({f"alternative_semantics[{i}].reference": a.reference for i, a in enumerate(spec.alternative_semantics)})
     for where, path in hooks.items():
         if path is None:
             continue
@@ -100,15 +108,20 @@ def _check_hooks(spec: Spec) -> list[tuple[str, str]]:
         except DottedError as e:
             out.append((where, f"{e}; write module.path:function of an existing function"))
             continue
-        if where in ("reference", "forward.reference"):
-            names = [i.name for i in spec.inputs] if where == "reference" else list(spec.forward.inputs)
-            attrs = list(spec.attributes) if where == "reference" else list(spec.forward.attributes)
+        if where in ("reference", "forward.reference") or where.startswith("alternative_semantics"):
+            like_reference = where != "forward.reference"  # alternatives are called like the reference
+            names = [i.name for i in spec.inputs] if like_reference else list(spec.forward.inputs)
+            attrs = list(spec.attributes) if like_reference else list(spec.forward.attributes)
             params = inspect.signature(fn).parameters
             takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
             missing = [n for n in [*names, *attrs] if n not in params and not takes_any]
             if missing:
                 out.append((where, f"{path} does not take {', '.join(missing)}; its parameters must be named "
-                            f"like the {'inputs and attributes' if where == 'reference' else 'forward inputs and attributes'}"))
+                            f"like the {'inputs and attributes' if like_reference else 'forward inputs and attributes'}"))
+    names = [a.name for a in spec.alternative_semantics]
+    for name in sorted({n for n in names if names.count(n) > 1 or n in BUILTIN_TRANSFORMS}):
+        out.append(("alternative_semantics", f"the name '{name}' is used twice (built-ins: {', '.join(BUILTIN_TRANSFORMS)}); "
+                                             "a diagnosis must say which one matched"))
     return out
 
 
@@ -171,4 +184,7 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
         for name in d.outputs or []:
             if name not in out_names:
                 out.append((f"{where}.outputs", unknown_name("output", name, out_names)))
+    for pattern in spec.own_saved_state.cases if spec.own_saved_state else []:
+        if not any(fnmatch.fnmatchcase(i, pattern) for i in ids):
+            out.append(("own_saved_state.cases", f"'{pattern}' matches no case id; ids look like '{ids[0] if ids else 'group/param=value'}'"))
     return out

@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.compare import Tolerance
+from harness import scaffold
 from harness.spec import checks
 from harness.spec.errors import Problem, SpecError, from_validation_error
 from harness.spec.model import Spec
@@ -54,6 +55,7 @@ class Catalog:
     files: dict[str, Path] = field(default_factory=dict)  # spec id -> file
     default_tolerances: dict[str, Tolerance] = field(default_factory=dict)
     digest: str = ""  # sha256 over every spec file: names the spec set in results
+    waivers: list = field(default_factory=list)  # harness.waivers.Waiver from specs/_waivers/<backend>.yaml
 
     def select(self, patterns: list[str] | None) -> list[Spec]:
         """Specs whose op name matches any pattern (exact names or globs), in catalog order."""
@@ -114,6 +116,8 @@ def load_spec(path: Path) -> tuple[Spec | None, list[Problem]]:
         return None, [Problem(where, p.field, p.message) for p in problems]
     if not isinstance(data, dict):
         return None, [Problem(where, "", "a spec is a YAML mapping (op:, inputs:, ...); this file is not one")]
+    if todo := scaffold.missing_items(data):  # a spec from `opconform new-op` that is not filled in yet
+        return None, [Problem(where, f, m) for f, m in todo]
     try:
         spec = Spec.model_validate(data)
     except ValidationError as e:
@@ -125,6 +129,8 @@ def load_spec(path: Path) -> tuple[Spec | None, list[Problem]]:
     if path.parent.name != spec.domain:
         problems.append(Problem(where, "domain", f"the file is in {path.parent.name}/ but the domain is "
                                                   f"{spec.domain!r}; move it to specs/{spec.domain}/"))
+    if not problems:
+        problems = [Problem(where, f, m) for f, m in scaffold.stub_problems(spec)]
     return (None if problems else spec), problems
 
 
@@ -154,9 +160,16 @@ def load_catalog(root: Path | None = None) -> Catalog:
         if missing:
             problems.append(Problem(shown(paths[spec.id]), "type_constraints",
                                     f"no default tolerance for {', '.join(missing)} in {root}/_defaults/tolerances.yaml"))
+    waivers = [] if problems else _load_waivers(root, specs, problems)
     if problems:
         raise SpecError(problems)
-    return Catalog(root, sorted(specs, key=lambda s: s.op), paths, defaults, digest.hexdigest())
+    return Catalog(root, sorted(specs, key=lambda s: s.op), paths, defaults, digest.hexdigest(), waivers)
+
+
+def _load_waivers(root: Path, specs: list[Spec], problems: list[Problem]) -> list:
+    from harness import backends, waivers
+
+    return waivers.load(root, specs, sorted({*backends.FACTORIES, *checks.BACKEND_NAMES}), problems)
 
 
 def _load_defaults(root: Path, problems: list[Problem]) -> dict[str, Tolerance]:

@@ -57,7 +57,7 @@ class Output(Section):
 
 
 class Attribute(Section):
-    type: Literal["int", "float", "string", "ints", "floats"]
+    type: Literal["int", "float", "string", "ints", "floats", "strings"]
     default: Any = None
     required: bool = False
     min: float | None = None
@@ -110,6 +110,8 @@ class Group(Section):
     params: dict[str, list[Any]] = Field({}, description="each key maps to a list of values; cases are their product")
     inputs: dict[str, Generator] = Field({}, description="generators by input name, overriding cases.inputs")
     vjp: bool | str = Field(True, description="false-like: write the reason the VJP identity does not apply")
+    timeout: float | None = Field(None, gt=0, description="seconds a backend may take on one of these cases before "
+                                  "it counts as a hang; shortens the run's --timeout (for inputs known to hang)")
 
 
 class InvalidGroup(Group):
@@ -150,6 +152,26 @@ class Divergence(Section):
         return self.result if isinstance(self.result, list) else [self.result]
 
 
+# Tried for every op when a diagnosis runs (harness.diagnose), besides the spec's own alternatives.
+BUILTIN_TRANSFORMS = ("output transposed", "output negated", "first two inputs swapped")
+
+
+class Alternative(Section):
+    """A plausible wrong semantics: a failing output is scored against it to say what the kernel computes."""
+    name: str = Field(min_length=3, description="what a match means, e.g. 'legacy SoftmaxGrad axis semantics'")
+    reference: Dotted = Field(description="module:function taking the reference's inputs and attributes")
+    description: str = ""
+
+
+class OwnSavedState(Section):
+    """A second check: the saved activations come from the same backend's run of the forward-with-state op
+    (GRUGrad fed the HAll and ZRH of the backend's own GRUTraining), which catches a saved-state layout the
+    two kernels disagree on. The other inputs and the attributes are passed by name."""
+    op: Identifier = Field(description="the op (same domain) whose outputs feed the saved inputs, e.g. GRUTraining")
+    outputs: dict[Identifier, Identifier] = Field(min_length=1, description="this op's input -> that op's output, e.g. {ZRH: ZRH}")
+    cases: list[str] = Field(["*"], min_length=1, description="globs over the valid case ids it runs on")
+
+
 class Spec(Section):
     schema_version: Literal[1]
     op: Identifier
@@ -170,6 +192,10 @@ class Spec(Section):
     accuracy: Accuracy | None = Field(None, description="for reductions: an error term that grows with their length")
     cases: Cases
     known_divergences: list[Divergence] = []
+    own_saved_state: OwnSavedState | None = Field(None, description="feed saved activations from the backend's own "
+                                                  "forward-with-state op as a second check")
+    alternative_semantics: list[Alternative] = Field([], description="wrong semantics a failure is diagnosed "
+                                                    "against (built-ins always tried: " + ", ".join(BUILTIN_TRANSFORMS) + ")")
 
     @property
     def id(self) -> str:

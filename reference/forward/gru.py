@@ -119,6 +119,14 @@ def _bind_activations(activations, alphas, betas, directions):
     return tuple((bound[2 * d], bound[2 * d + 1]) for d in range(directions))
 
 
+def gru_shapes(seq, batch, input_size, hidden, directions=1):
+    """The shape of every GRUTraining / GRUGrad tensor, by its input or output name."""
+    s, b, i, h, d = (int(v) for v in (seq, batch, input_size, hidden, directions))
+    return {"X": (s, b, i), "W": (d, 3 * h, i), "R": (d, 3 * h, h), "B": (d, 6 * h), "sequence_lens": (b,),
+            "initial_h": (d, b, h), "HAll": (s, d, b, h), "Ht": (d, b, h), "ZRH": (s, d, b, 3 * h),
+            "grad_HAll": (s, d, b, h), "grad_Ht": (d, b, h)}
+
+
 def gru_check(shapes, attrs):
     """One-line message naming what is wrong with these GRU input shapes and attributes, or None.
 
@@ -147,9 +155,8 @@ def gru_check(shapes, attrs):
     if x is None or len(x) != 3:
         return f"X shape {x} must be [seq_length, batch_size, input_size]"
     s, b, i = x
-    expected = {"W": (d, 3 * h, i), "R": (d, 3 * h, h), "B": (d, 6 * h), "sequence_lens": (b,),
-                "initial_h": (d, b, h), "HAll": (s, d, b, h), "ZRH": (s, d, b, 3 * h), "grad_HAll": (s, d, b, h),
-                "grad_Ht": (d, b, h)}
+    expected = gru_shapes(s, b, i, h, d)
+    del expected["X"], expected["Ht"]
     for name, want in expected.items():
         got = shape(name)
         if got is None and name in ("W", "R"):

@@ -287,7 +287,7 @@ def test_conv_grad_rejects_wrong_dy_shape():
 def test_case_shapes():
     shapes = conv_case_shapes({"X": [2, 4, 7, 6], "M": 6, "kernel_shape": [3, 2], "group": 2, "strides": [2, 1],
                                "pads": [1, 0, 1, 0]})
-    assert shapes == {"X": (2, 4, 7, 6), "W": (6, 2, 3, 2), "dY": (2, 6, 4, 5)}
+    assert shapes == {"X": (2, 4, 7, 6), "W": (6, 2, 3, 2), "dY": (2, 6, 4, 5), "B": (6,)}
     explicit = conv_case_shapes({"X": [2, 4, 6, 6], "M": 6, "kernel_shape": [3, 3], "dY": [2, 6, 1, 1]})
     assert explicit["dY"] == (2, 6, 1, 1)
     with pytest.raises(ValueError, match="strides has 1 entries"):

@@ -1,0 +1,483 @@
+/* ConvGrad(dY, X, W) -> (dX?, dW?, dB?) for N-D convolutions (float32, float64), ONNX Conv
+ * attributes: auto_pad (NOTSET, VALID, SAME_UPPER, SAME_LOWER), kernel_shape, pads, strides,
+ * dilations, group.
+ *
+ * Layout per (image n, group g): X[n,g] is [Cg, in...], dY[n,g] is [Mg, P] (P output positions),
+ * W[g] is [Mg, Kf] with Kf = Cg * prod(kernel). The output positions are processed in chunks of
+ * PC columns so the column buffer stays in L2:
+ *   dW[g] += dY[n,g][:, chunk] . col(X[n,g])[:, chunk]^T      (im2col + GEMM)
+ *   dcol   = W[g]^T[rows] . dY[n,g][:, chunk]; dX += col2im(dcol)   (GEMM + col2im)
+ *   dB[m]  = sum over n and positions of dY[n, m].
+ * 1x1 kernels with stride 1 and no padding use X / dX directly (no im2col).
+ *
+ * Threads: the three outputs are separate passes (a subset runs only its own passes, with the same
+ * arithmetic as the full set). Each pass splits into work items whose layout depends only on the
+ * shapes, never on the thread count: dX items (n, g, channel block) write disjoint parts of dX; dW
+ * items (n, g, chunk) are grouped into at most 16 fixed slots with private accumulators summed in
+ * slot order; dB is one sequential sum per m. OpenBLAS is held to 1 thread (its busy-waiting
+ * pool would compete with OpenMP's): when a pass has at least as many units as threads, units run
+ * on OpenMP threads; otherwise they run one after another with each GEMM split over the OpenMP
+ * threads (opc_gemm_par). */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "blas.h"
+#include "ops.h"
+
+#define MAXSP (OPC_MAX_RANK - 2)
+#define COL_BYTES (1 << 20) /* target size of one column buffer chunk */
+#define MAX_SLOTS 16
+
+typedef struct {
+    int32_t dtype;
+    int32_t nd;
+    int64_t N, C, M, G, Cg, Mg;
+    int64_t in[MAXSP], k[MAXSP], out[MAXSP], s[MAXSP], d[MAXSP], pb[MAXSP];
+    int64_t in_sz, ksz, P, Kf, PC;
+    bool pointwise;
+} conv_plan;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* ---- prepare ------------------------------------------------------------------------------- */
+
+static int32_t ints_attr(opc_call *c, const char *name, int64_t want_len, int64_t min, int64_t max,
+                         const int64_t **v, int64_t *n) {
+    int32_t s = opc_attr_ints(c, name, v, n);
+    if (s || *n < 0) return s;
+    if (*n != want_len)
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "attribute '%s' must have %lld entries (one per %s), got %lld",
+                        name, (long long)want_len, strcmp(name, "pads") == 0 ? "spatial begin and end" : "spatial dim",
+                        (long long)*n);
+    for (int64_t i = 0; i < *n; i++)
+        if ((*v)[i] < min || (*v)[i] > max)
+            return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "attribute '%s'[%lld] = %lld is out of range [%lld, %lld]",
+                            name, (long long)i, (long long)(*v)[i], (long long)min, (long long)max);
+    return OPC_OK;
+}
+
+int32_t opc_prep_conv(opc_call *c, void *plan_v, opc_shape *outs) {
+    conv_plan *q = plan_v;
+    int32_t s;
+    char b1[200], b2[200];
+    for (int32_t i = 0; i < 3; i++)
+        if ((s = opc_require(c, i))) return s;
+    const opc_tensor *dy = c->in[0], *x = c->in[1], *w = c->in[2];
+    const int32_t idx[] = {1, 0, 2};
+    if ((s = opc_check_supported_dtype(c, x->dtype)) || (s = opc_check_dtypes(c, x->dtype, idx, 3))) return s;
+    if (x->rank < 3)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "X must have rank >= 3 ([N, C, spatial...]), got shape %s",
+                        opc_shape_str(x, b1, sizeof b1));
+    if (w->rank != x->rank)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "W rank %d differs from X rank %d (W is [M, C/group, kernel...])",
+                        (int)w->rank, (int)x->rank);
+    if (dy->rank != x->rank)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "dY rank %d differs from X rank %d", (int)dy->rank, (int)x->rank);
+    int32_t nd = x->rank - 2;
+    q->dtype = x->dtype;
+    q->nd = nd;
+    q->N = x->shape[0];
+    q->C = x->shape[1];
+    q->M = w->shape[0];
+    if ((s = opc_attr_int(c, "group", 1, &q->G))) return s;
+    if (q->G < 1) return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "group must be >= 1, got %lld", (long long)q->G);
+    if (q->C % q->G)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "input channels C=%lld are not divisible by group=%lld",
+                        (long long)q->C, (long long)q->G);
+    if (q->M % q->G)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "output channels M=%lld (W.shape[0]) are not divisible by group=%lld",
+                        (long long)q->M, (long long)q->G);
+    q->Cg = q->C / q->G;
+    q->Mg = q->M / q->G;
+    if (w->shape[1] != q->Cg)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "W.shape[1]=%lld must equal C/group=%lld (W %s, X %s)",
+                        (long long)w->shape[1], (long long)q->Cg, opc_shape_str(w, b1, sizeof b1),
+                        opc_shape_str(x, b2, sizeof b2));
+    const int64_t BIG = (int64_t)1 << 31;
+    const int64_t *ks, *st, *dl, *pd;
+    int64_t nks, nst, ndl, npd;
+    if ((s = ints_attr(c, "kernel_shape", nd, 1, BIG, &ks, &nks))) return s;
+    if ((s = ints_attr(c, "strides", nd, 1, BIG, &st, &nst))) return s;
+    if ((s = ints_attr(c, "dilations", nd, 1, BIG, &dl, &ndl))) return s;
+    if ((s = ints_attr(c, "pads", 2 * (int64_t)nd, 0, BIG, &pd, &npd))) return s;
+    const char *ap;
+    if ((s = opc_attr_string(c, "auto_pad", "NOTSET", &ap))) return s;
+    int mode; /* 0 NOTSET, 1 VALID, 2 SAME_UPPER, 3 SAME_LOWER */
+    if (strcmp(ap, "NOTSET") == 0 || ap[0] == 0) mode = 0;
+    else if (strcmp(ap, "VALID") == 0) mode = 1;
+    else if (strcmp(ap, "SAME_UPPER") == 0) mode = 2;
+    else if (strcmp(ap, "SAME_LOWER") == 0) mode = 3;
+    else
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE,
+                        "auto_pad '%s' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER", ap);
+    if (mode != 0 && npd > 0)
+        for (int64_t i = 0; i < npd; i++)
+            if (pd[i] != 0)
+                return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE,
+                                "explicit non-zero pads cannot be combined with auto_pad=%s", ap);
+    q->in_sz = 1;
+    q->ksz = 1;
+    q->P = 1;
+    int64_t out_shape[OPC_MAX_RANK];
+    out_shape[0] = q->N;
+    out_shape[1] = q->M;
+    for (int32_t j = 0; j < nd; j++) {
+        int64_t in = x->shape[2 + j], k = w->shape[2 + j];
+        if (k < 1)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "W spatial dim %d is %lld; kernel dims must be >= 1",
+                            (int)j, (long long)k);
+        if (nks >= 0 && ks[j] != k)
+            return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "kernel_shape %s differs from W's spatial dims (W %s)",
+                            opc_dims_str(ks, nd, b1, sizeof b1), opc_shape_str(w, b2, sizeof b2));
+        if (k > BIG)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "kernel dim %lld is too large", (long long)k);
+        int64_t sj = nst >= 0 ? st[j] : 1, dj = ndl >= 0 ? dl[j] : 1;
+        int64_t eff = (k - 1) * dj + 1; /* both <= 2^31: no overflow */
+        int64_t pb = 0, pe = 0, out;
+        if (mode == 0 || mode == 1) {
+            if (mode == 0 && npd >= 0) {
+                pb = pd[j];
+                pe = pd[nd + j];
+            }
+            int64_t padded = in + pb + pe;
+            if (padded < eff)
+                return opc_fail(c, OPC_ERR_INVALID_ARGUMENT,
+                                "spatial dim %d: dilated kernel extent %lld exceeds the padded input size %lld",
+                                (int)j, (long long)eff, (long long)padded);
+            out = (padded - eff) / sj + 1;
+        } else {
+            out = ceil_div(in, sj);
+            int64_t total = (out - 1) * sj + eff - in;
+            if (out == 0 || total < 0) total = 0;
+            pb = mode == 2 ? total / 2 : total - total / 2;
+        }
+        q->in[j] = in;
+        q->k[j] = k;
+        q->out[j] = out;
+        q->s[j] = sj;
+        q->d[j] = dj;
+        q->pb[j] = pb;
+        out_shape[2 + j] = out;
+        if (!opc_mul_ok(q->in_sz, in, &q->in_sz) || !opc_mul_ok(q->ksz, k, &q->ksz) ||
+            !opc_mul_ok(q->P, out, &q->P) || q->ksz > OPC_MAX_ELEMS || q->P > OPC_MAX_ELEMS)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "sizes overflow");
+    }
+    bool dy_ok = dy->shape[0] == q->N && dy->shape[1] == q->M;
+    for (int32_t j = 0; j < nd; j++) dy_ok = dy_ok && dy->shape[2 + j] == q->out[j];
+    if (!dy_ok)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "dY shape %s differs from the conv output shape %s",
+                        opc_shape_str(dy, b1, sizeof b1), opc_dims_str(out_shape, x->rank, b2, sizeof b2));
+    if (!opc_mul_ok(q->Cg, q->ksz, &q->Kf) || !opc_blas_dims_ok(q->Kf, q->Mg, q->P) ||
+        !opc_blas_dims_ok(q->in_sz, q->M, q->C))
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "sizes exceed the BLAS's 32-bit dimensions");
+    q->pointwise = true;
+    for (int32_t j = 0; j < nd; j++)
+        q->pointwise = q->pointwise && q->k[j] == 1 && q->s[j] == 1 && q->pb[j] == 0 && q->out[j] == q->in[j];
+    /* chunk of output positions: about COL_BYTES of column buffer; shapes only, never threads */
+    int64_t es = (int64_t)opc_dtype_size(q->dtype);
+    int64_t pc = q->Kf > 0 ? COL_BYTES / (q->Kf * es) : q->P;
+    pc = pc < 32 ? 32 : (pc / 8) * 8;
+    if (q->pointwise || pc >= q->P) pc = q->P;
+    q->PC = pc;
+    opc_shape_from(&outs[0], x);
+    opc_shape_from(&outs[1], w);
+    outs[2].dtype = x->dtype;
+    outs[2].rank = 1;
+    outs[2].shape[0] = q->M;
+    return OPC_OK;
+}
+
+/* ---- im2col / col2im over a chunk of output positions [p0, p1) ------------------------------ */
+/* Both walk the chunk as lines along the last output dim; for each column row (channel c,
+ * kernel offset) the valid output range of a line is computed, so the inner loops are plain
+ * (strided) copies / adds. */
+
+#define DEF_COL(T, SFX)                                                                            \
+    static void im2col_##SFX(const conv_plan *q, const T *x, T *col, int64_t c0, int64_t c1,      \
+                             int64_t p0, int64_t p1) {                                             \
+        int nd = q->nd;                                                                            \
+        int64_t ld = p1 - p0, o[MAXSP], kk[MAXSP], rem = p0;                                       \
+        for (int j = nd - 1; j >= 0; j--) { o[j] = rem % q->out[j]; rem /= q->out[j]; }           \
+        int64_t IW = q->in[nd - 1], S = q->s[nd - 1];                                              \
+        for (int64_t p = p0; p < p1;) {                                                            \
+            int64_t ox0 = o[nd - 1], len = q->out[nd - 1] - ox0;                                   \
+            if (len > p1 - p) len = p1 - p;                                                        \
+            for (int64_t c = c0; c < c1; c++)                                                      \
+                for (int64_t kidx = 0; kidx < q->ksz; kidx++) {                                    \
+                    T *dst = col + ((c - c0) * q->ksz + kidx) * ld + (p - p0);                     \
+                    if (kidx == 0) for (int j = 0; j < nd; j++) kk[j] = 0;                         \
+                    else for (int j = nd - 1; j >= 0 && ++kk[j] == q->k[j]; j--) kk[j] = 0;        \
+                    int64_t off = 0;                                                               \
+                    bool ok = true;                                                                \
+                    for (int j = 0; j < nd - 1; j++) {                                             \
+                        int64_t i = o[j] * q->s[j] - q->pb[j] + kk[j] * q->d[j];                   \
+                        ok = ok && i >= 0 && i < q->in[j];                                         \
+                        off = off * q->in[j] + i;                                                  \
+                    }                                                                              \
+                    int64_t base = kk[nd - 1] * q->d[nd - 1] - q->pb[nd - 1];                     \
+                    int64_t lo = ceil_div(-base, S), hi = floor_div(IW - 1 - base, S) + 1;         \
+                    lo = lo < ox0 ? ox0 : lo;                                                      \
+                    hi = hi > ox0 + len ? ox0 + len : hi;                                          \
+                    if (!ok || hi < lo) hi = lo = ox0;                                             \
+                    for (int64_t t = ox0; t < lo; t++) dst[t - ox0] = 0;                           \
+                    if (hi > lo) {                                                                 \
+                        const T *src = x + c * q->in_sz + off * IW + base;                         \
+                        if (S == 1)                                                                \
+                            for (int64_t t = lo; t < hi; t++) dst[t - ox0] = src[t];               \
+                        else                                                                       \
+                            for (int64_t t = lo; t < hi; t++) dst[t - ox0] = src[t * S];           \
+                    }                                                                              \
+                    for (int64_t t = hi; t < ox0 + len; t++) dst[t - ox0] = 0;                     \
+                }                                                                                  \
+            p += len;                                                                              \
+            o[nd - 1] += len;                                                                      \
+            for (int j = nd - 1; j > 0 && o[j] == q->out[j]; j--) { o[j] = 0; o[j - 1]++; }       \
+        }                                                                                          \
+    }                                                                                              \
+    static void col2im_##SFX(const conv_plan *q, const T *col, T *dx, int64_t c0, int64_t c1,     \
+                             int64_t p0, int64_t p1) {                                             \
+        int nd = q->nd;                                                                            \
+        int64_t ld = p1 - p0, o[MAXSP], kk[MAXSP], rem = p0;                                       \
+        for (int j = nd - 1; j >= 0; j--) { o[j] = rem % q->out[j]; rem /= q->out[j]; }           \
+        int64_t IW = q->in[nd - 1], S = q->s[nd - 1];                                              \
+        for (int64_t p = p0; p < p1;) {                                                            \
+            int64_t ox0 = o[nd - 1], len = q->out[nd - 1] - ox0;                                   \
+            if (len > p1 - p) len = p1 - p;                                                        \
+            for (int64_t c = c0; c < c1; c++)                                                      \
+                for (int64_t kidx = 0; kidx < q->ksz; kidx++) {                                    \
+                    const T *srcc = col + ((c - c0) * q->ksz + kidx) * ld + (p - p0);              \
+                    if (kidx == 0) for (int j = 0; j < nd; j++) kk[j] = 0;                         \
+                    else for (int j = nd - 1; j >= 0 && ++kk[j] == q->k[j]; j--) kk[j] = 0;        \
+                    int64_t off = 0;                                                               \
+                    bool ok = true;                                                                \
+                    for (int j = 0; j < nd - 1; j++) {                                             \
+                        int64_t i = o[j] * q->s[j] - q->pb[j] + kk[j] * q->d[j];                   \
+                        ok = ok && i >= 0 && i < q->in[j];                                         \
+                        off = off * q->in[j] + i;                                                  \
+                    }                                                                              \
+                    if (!ok) continue;                                                             \
+                    int64_t base = kk[nd - 1] * q->d[nd - 1] - q->pb[nd - 1];                     \
+                    int64_t lo = ceil_div(-base, S), hi = floor_div(IW - 1 - base, S) + 1;         \
+                    lo = lo < ox0 ? ox0 : lo;                                                      \
+                    hi = hi > ox0 + len ? ox0 + len : hi;                                          \
+                    if (hi <= lo) continue;                                                        \
+                    T *dst = dx + (c - c0) * q->in_sz + off * IW + base;                           \
+                    if (S == 1)                                                                    \
+                        for (int64_t t = lo; t < hi; t++) dst[t] += srcc[t - ox0];                 \
+                    else                                                                           \
+                        for (int64_t t = lo; t < hi; t++) dst[t * S] += srcc[t - ox0];             \
+                }                                                                                  \
+            p += len;                                                                              \
+            o[nd - 1] += len;                                                                      \
+            for (int j = nd - 1; j > 0 && o[j] == q->out[j]; j--) { o[j] = 0; o[j - 1]++; }       \
+        }                                                                                          \
+    }
+
+DEF_COL(float, f32)
+DEF_COL(double, f64)
+
+static void im2col(const conv_plan *q, const void *x, void *col, int64_t c0, int64_t c1, int64_t p0, int64_t p1) {
+    if (q->dtype == OPC_FLOAT) im2col_f32(q, x, col, c0, c1, p0, p1);
+    else im2col_f64(q, x, col, c0, c1, p0, p1);
+}
+static void col2im(const conv_plan *q, const void *col, void *dx, int64_t c0, int64_t c1, int64_t p0, int64_t p1) {
+    if (q->dtype == OPC_FLOAT) col2im_f32(q, col, dx, c0, c1, p0, p1);
+    else col2im_f64(q, col, dx, c0, c1, p0, p1);
+}
+
+/* ---- passes -------------------------------------------------------------------------------- */
+
+typedef struct {
+    const conv_plan *q;
+    const char *dy, *x, *w;
+    char *dx, *dw;
+    int64_t es;
+    int64_t nchunks, cb, ncb; /* chunks of P; channel blocks of size cb for dX */
+    char **buf;               /* per-thread column buffers of Kf * PC elements */
+    char *slots;              /* dW slot accumulators */
+    int64_t nslots, w_items;
+    int gemm_threads;         /* 1 inside parallel regions; the call's threads when items run serially */
+} conv_ctx;
+
+/* dX item (n, g, channel block) */
+static void dx_item(const conv_ctx *x, int64_t item, char *buf) {
+    const conv_plan *q = x->q;
+    int64_t cbk = item % x->ncb, ng = item / x->ncb, g = ng % q->G, n = ng / q->G;
+    int64_t c0 = cbk * x->cb, c1 = c0 + x->cb < q->Cg ? c0 + x->cb : q->Cg;
+    int64_t es = x->es;
+    const char *dyg = x->dy + ((n * q->M + g * q->Mg) * q->P) * es;
+    const char *wg = x->w + (g * q->Mg * q->Kf + c0 * q->ksz) * es; /* W[g][:, rows c0..c1) */
+    char *dxg = x->dx + ((n * q->C + g * q->Cg + c0) * q->in_sz) * es;
+    int64_t rows = (c1 - c0) * q->ksz;
+    if (q->pointwise) { /* dX[c0:c1, :] = W[g][:, c0:c1]^T . dY[n,g] */
+        opc_gemm_par(q->dtype, true, false, rows, q->P, q->Mg, 1.0, wg, q->Kf, dyg, q->P, 0.0, dxg, q->P,
+                     x->gemm_threads);
+        return;
+    }
+    memset(dxg, 0, (size_t)((c1 - c0) * q->in_sz * es));
+    for (int64_t ch = 0; ch < x->nchunks; ch++) {
+        int64_t p0 = ch * q->PC, p1 = p0 + q->PC < q->P ? p0 + q->PC : q->P;
+        opc_gemm_par(q->dtype, true, false, rows, p1 - p0, q->Mg, 1.0, wg, q->Kf, dyg + p0 * es, q->P, 0.0, buf,
+                     p1 - p0, x->gemm_threads);
+        col2im(q, buf, dxg, c0, c1, p0, p1);
+    }
+}
+
+/* dW item (n, g, chunk) accumulated into acc (a full [M, Kf] buffer) */
+static void dw_item(const conv_ctx *x, int64_t item, char *acc, char *buf) {
+    const conv_plan *q = x->q;
+    int64_t ch = item % x->nchunks, ng = item / x->nchunks, g = ng % q->G, n = ng / q->G;
+    int64_t es = x->es;
+    int64_t p0 = ch * q->PC, p1 = p0 + q->PC < q->P ? p0 + q->PC : q->P;
+    const char *dyg = x->dy + ((n * q->M + g * q->Mg) * q->P + p0) * es;
+    const char *xg = x->x + ((n * q->C + g * q->Cg) * q->in_sz) * es;
+    char *accg = acc + (g * q->Mg * q->Kf) * es;
+    if (q->pointwise) {
+        opc_gemm_par(q->dtype, false, true, q->Mg, q->Kf, p1 - p0, 1.0, dyg, q->P, xg + p0 * es, q->P, 1.0, accg,
+                     q->Kf, x->gemm_threads);
+        return;
+    }
+    im2col(q, xg, buf, 0, q->Cg, p0, p1);
+    opc_gemm_par(q->dtype, false, true, q->Mg, q->Kf, p1 - p0, 1.0, dyg, q->P, buf, p1 - p0, 1.0, accg, q->Kf,
+                 x->gemm_threads);
+}
+
+static void dw_slot(const conv_ctx *x, int64_t slot, char *buf) {
+    int64_t lo = slot * x->w_items / x->nslots, hi = (slot + 1) * x->w_items / x->nslots;
+    char *acc = x->slots + slot * x->q->M * x->q->Kf * x->es;
+    for (int64_t it = lo; it < hi; it++) dw_item(x, it, acc, buf);
+}
+
+static void db_pass(const conv_plan *q, const void *dy, void *db, int threads) {
+    int64_t M = q->M, N = q->N, P = q->P;
+    int nt = (int)((N * M * P) / 65536 + 1 < threads ? (N * M * P) / 65536 + 1 : threads);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t m = 0; m < M; m++) {
+        if (q->dtype == OPC_FLOAT) {
+            float acc[16] = {0};
+            for (int64_t n = 0; n < N; n++) {
+                const float *r = (const float *)dy + (n * M + m) * P;
+                int64_t i = 0;
+                for (; i + 16 <= P; i += 16)
+                    for (int k = 0; k < 16; k++) acc[k] += r[i + k];
+                for (; i < P; i++) acc[i & 15] += r[i];
+            }
+            float s = 0;
+            for (int k = 0; k < 16; k++) s += acc[k];
+            ((float *)db)[m] = s;
+        } else {
+            double acc[16] = {0};
+            for (int64_t n = 0; n < N; n++) {
+                const double *r = (const double *)dy + (n * M + m) * P;
+                int64_t i = 0;
+                for (; i + 16 <= P; i += 16)
+                    for (int k = 0; k < 16; k++) acc[k] += r[i + k];
+                for (; i < P; i++) acc[i & 15] += r[i];
+            }
+            double s = 0;
+            for (int k = 0; k < 16; k++) s += acc[k];
+            ((double *)db)[m] = s;
+        }
+    }
+}
+
+int32_t opc_exec_conv(opc_call *c, const void *plan_v, opc_tensor *outs) {
+    const conv_plan *q = plan_v;
+    void *dx = outs[0].data, *dw = outs[1].data, *db = outs[2].data;
+    conv_ctx x = {0};
+    x.q = q;
+    x.es = (int64_t)opc_dtype_size(q->dtype);
+    x.dy = c->in[0]->data;
+    x.x = c->in[1]->data;
+    x.w = c->in[2]->data;
+    x.dx = dx;
+    x.dw = dw;
+    x.gemm_threads = 1;
+    int nt = c->threads;
+    int64_t wsize = q->M * q->Kf;
+
+    if (db) db_pass(q, x.dy, db, nt);
+
+    bool need_dx = dx && q->N * q->C * q->in_sz > 0;
+    bool need_dw = dw && wsize > 0;
+    if (dx && !need_dx) { /* nothing to compute (empty dX) */ }
+    if (need_dx && (q->P == 0 || q->M == 0)) { /* no contributions: dX = 0 */
+        memset(dx, 0, (size_t)(q->N * q->C * q->in_sz * x.es));
+        need_dx = false;
+    }
+    if (need_dw && (q->N == 0 || q->P == 0)) {
+        memset(dw, 0, (size_t)(wsize * x.es));
+        need_dw = false;
+    }
+    if (!need_dx && !need_dw) return OPC_OK;
+
+    x.nchunks = (q->P + q->PC - 1) / q->PC;
+    /* dX channel blocks: up to 4 per (n, g) when there are few images, so small batches still
+     * spread over threads; fixed by the shapes alone. */
+    x.ncb = (q->N * q->G >= 8 || q->pointwise) ? 1 : (q->Cg < 4 ? q->Cg : 4);
+    if (x.ncb < 1) x.ncb = 1;
+    x.cb = (q->Cg + x.ncb - 1) / x.ncb;
+    x.ncb = x.cb > 0 ? (q->Cg + x.cb - 1) / x.cb : 1;
+    int64_t dx_items = need_dx ? q->N * q->G * x.ncb : 0;
+    x.w_items = need_dw ? q->N * q->G * x.nchunks : 0;
+    x.nslots = x.w_items < MAX_SLOTS ? x.w_items : MAX_SLOTS;
+    while (x.nslots > 1 && x.nslots * wsize * x.es > ((int64_t)256 << 20)) x.nslots--;
+
+    int32_t status = OPC_OK;
+    char *bufs[256] = {0};
+    int nbuf = nt < 256 ? nt : 256;
+    if (nt > nbuf) nt = nbuf;
+    size_t buf_bytes = q->pointwise ? 0 : (size_t)(q->Kf * q->PC * x.es);
+    for (int t = 0; t < nbuf && buf_bytes; t++)
+        if (!(bufs[t] = malloc(buf_bytes))) status = OPC_ERR_OUT_OF_MEMORY;
+    if (need_dw && !status && !(x.slots = calloc((size_t)x.nslots, (size_t)(wsize * x.es))))
+        status = OPC_ERR_OUT_OF_MEMORY;
+    if (status) {
+        for (int t = 0; t < nbuf; t++) free(bufs[t]);
+        free(x.slots);
+        return opc_fail(c, status, "out of memory for the column buffers");
+    }
+
+    int prev_blas = opc_blas_set_threads(1);
+    if (need_dx) {
+        if (dx_items >= nt && nt > 1) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+            for (int64_t it = 0; it < dx_items; it++) dx_item(&x, it, bufs[omp_get_thread_num()]);
+        } else {
+            x.gemm_threads = nt;
+            for (int64_t it = 0; it < dx_items; it++) dx_item(&x, it, bufs[0]);
+            x.gemm_threads = 1;
+        }
+    }
+    if (need_dw) {
+        if (x.nslots >= nt && nt > 1) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+            for (int64_t sl = 0; sl < x.nslots; sl++) dw_slot(&x, sl, bufs[omp_get_thread_num()]);
+        } else {
+            x.gemm_threads = nt;
+            for (int64_t sl = 0; sl < x.nslots; sl++) dw_slot(&x, sl, bufs[0]);
+            x.gemm_threads = 1;
+        }
+        /* dW = sum of the slots in slot order */
+        int64_t ns = x.nslots;
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int64_t i = 0; i < wsize; i++) {
+            if (q->dtype == OPC_FLOAT) {
+                const float *sp = (const float *)x.slots;
+                float s = sp[i];
+                for (int64_t k = 1; k < ns; k++) s += sp[k * wsize + i];
+                ((float *)dw)[i] = s;
+            } else {
+                const double *sp = (const double *)x.slots;
+                double s = sp[i];
+                for (int64_t k = 1; k < ns; k++) s += sp[k * wsize + i];
+                ((double *)dw)[i] = s;
+            }
+        }
+    }
+    opc_blas_set_threads(prev_blas);
+    for (int t = 0; t < nbuf; t++) free(bufs[t]);
+    free(x.slots);
+    return OPC_OK;
+}

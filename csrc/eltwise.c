@@ -1,0 +1,239 @@
+/* Elementwise activation gradients: ReluGrad, SigmoidGrad, TanhGrad, QuickGeluGrad, LeakyReluGrad,
+ * GeluGrad, FastGeluGrad, BiasGeluGrad_dX, BiasFastGeluGrad_dX (float32, float64).
+ *
+ * Every element is computed by the same branch-free expression whatever the thread split, and
+ * -ffp-contract=off keeps vector body and scalar tail identical, so results are bitwise the same
+ * for any thread count. Formulas are arranged so the limits at +-inf and huge |x| are the
+ * mathematical ones (no inf*0 NaNs). */
+#include <omp.h>
+
+#include "ops.h"
+#include "vmath.h"
+
+
+enum { K_RELU, K_SIGMOID, K_TANH, K_QUICKGELU, K_LEAKY, K_GELU, K_FASTGELU };
+
+typedef struct {
+    int kind;
+    bool bias;
+    int32_t dtype;
+    int64_t n;       /* elements */
+    int64_t blen;    /* bias length (last dim of X) */
+    double alpha;
+} ew_plan;
+
+/* ---- scalar formulas (inlined into vectorised loops) ---------------------------------------- */
+
+#define SQRT_2_OVER_PI 0.7978845608028654
+#define FG_COEF 0.044715
+#define INV_SQRT_2PI 0.3989422804014327
+
+/* The float32 versions evaluate on x clamped to where every intermediate stays a normal float
+ * (subnormals cost ~100x on x86) and select the exact limit beyond, where the true derivative is
+ * 1, or 0 to within 1e-30. */
+static inline float quickgelu_f(float g, float x, float alpha) {
+    float v = alpha * x;
+    v = (alpha == 0.0f && x == x) ? 0.0f : v; /* alpha = 0: slope 0.5 even at x = +-inf */
+    float vc = v > 80.0f ? 80.0f : (v < -80.0f ? -80.0f : v);
+    float av = vc < 0 ? -vc : vc;
+    float e = opc_expf(-av), q = 1.0f / (1.0f + e);
+    float s = vc < 0 ? e * q : q, oms = vc < 0 ? q : e * q; /* sigmoid(v), 1 - sigmoid(v) */
+    float d = s * (1.0f + vc * oms);
+    d = v > 80.0f ? 1.0f : (v < -80.0f ? 0.0f : d);
+    return g * d;
+}
+static inline double quickgelu_d(double g, double x, double alpha) {
+    double v = alpha * x;
+    v = (alpha == 0.0 && x == x) ? 0.0 : v;
+    v = v > 800.0 ? 800.0 : (v < -800.0 ? -800.0 : v);
+    double av = v < 0 ? -v : v;
+    double e = exp(-av), q = 1.0 / (1.0 + e);
+    double s = v < 0 ? e * q : q, oms = v < 0 ? q : e * q;
+    return g * (s * (1.0 + v * oms));
+}
+
+static inline float gelu_f(float g, float x) {
+    float xc = x > 12.9f ? 12.9f : (x < -12.9f ? -12.9f : x);
+    float d = opc_gelu_deriv(xc);
+    d = x > 12.9f ? 1.0f : (x < -12.9f ? 0.0f : d);
+    return g * d;
+}
+static inline double gelu_d(double g, double x) {
+    double xc = x > 40.0 ? 40.0 : (x < -40.0 ? -40.0 : x);
+    double pdf = exp(-0.5 * xc * xc) * INV_SQRT_2PI;
+    return g * (0.5 * erfc(-xc * 0.7071067811865476) + xc * pdf);
+}
+
+/* 0.5 (1 + t + (1 - t^2) w), t = tanh(u): with e = exp(-2|u|), 1 + t and 1 - t^2 come without
+ * cancellation (accurate far into the negative tail), and x is clamped where the result is
+ * exactly 1 or 0, so x^3 cannot overflow into inf * 0. */
+static inline float fastgelu_f(float g, float x) {
+    const float a = (float)SQRT_2_OVER_PI, ag = (float)(SQRT_2_OVER_PI * FG_COEF);
+    float xc = x > 9.5f ? 9.5f : (x < -9.5f ? -9.5f : x);
+    float x3 = xc * xc * xc;
+    float u = a * xc + ag * x3;
+    float w = a * xc + 3.0f * ag * x3;
+    float au = u < 0 ? -u : u;
+    float e = opc_expf(-2.0f * au), q = 1.0f / (1.0f + e);
+    float one_plus_t = u < 0 ? 2.0f * e * q : 2.0f * q;
+    float one_minus_t2 = 4.0f * e * q * q;
+    float d = 0.5f * (one_plus_t + one_minus_t2 * w);
+    d = x > 9.5f ? 1.0f : (x < -9.5f ? 0.0f : d);
+    return g * d;
+}
+static inline double fastgelu_d(double g, double x) {
+    const double a = SQRT_2_OVER_PI, ag = SQRT_2_OVER_PI * FG_COEF;
+    double xc = x > 30.0 ? 30.0 : (x < -30.0 ? -30.0 : x);
+    double x3 = xc * xc * xc;
+    double u = a * xc + ag * x3;
+    double w = a * xc + 3.0 * ag * x3;
+    double au = u < 0 ? -u : u;
+    double e = exp(-2.0 * au), q = 1.0 / (1.0 + e);
+    double one_plus_t = u < 0 ? 2.0 * e * q : 2.0 * q;
+    double one_minus_t2 = 4.0 * e * q * q;
+    return g * (0.5 * (one_plus_t + one_minus_t2 * w));
+}
+
+/* ---- loops ---------------------------------------------------------------------------------- */
+
+/* LOOP(name, T, expr): dx[i] = expr(g = dy[i], v = x[i] [+ b[i]], alpha) */
+#define LOOP(NAME, T, EXPR)                                                                       \
+    CLONES static void NAME(const T *restrict dy, const T *restrict x, const T *restrict b,      \
+                            T *restrict dx, int64_t n, T alpha) {                                \
+        (void)alpha;                                                                              \
+        if (b) {                                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                                     \
+                T g = dy[i], v = x[i] + b[i];                                                     \
+                dx[i] = EXPR;                                                                     \
+            }                                                                                     \
+        } else {                                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                                     \
+                T g = dy[i], v = x[i];                                                            \
+                dx[i] = EXPR;                                                                     \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+LOOP(relu_f32, float, v > 0.0f ? g : 0.0f)
+LOOP(relu_f64, double, v > 0.0 ? g : 0.0)
+LOOP(sigmoid_f32, float, g * v * (1.0f - v))
+LOOP(sigmoid_f64, double, g * v * (1.0 - v))
+LOOP(tanh_f32, float, g * (1.0f - v * v))
+LOOP(tanh_f64, double, g * (1.0 - v * v))
+LOOP(leaky_f32, float, v > 0.0f ? g : alpha * g)
+LOOP(leaky_f64, double, v > 0.0 ? g : alpha * g)
+LOOP(quickgelu_f32, float, quickgelu_f(g, v, alpha))
+LOOP(quickgelu_f64, double, quickgelu_d(g, v, alpha))
+LOOP(gelu_f32, float, gelu_f(g, v))
+LOOP(gelu_f64, double, gelu_d(g, v))
+LOOP(fastgelu_f32, float, fastgelu_f(g, v))
+LOOP(fastgelu_f64, double, fastgelu_d(g, v))
+
+typedef void (*loop_f32)(const float *, const float *, const float *, float *, int64_t, float);
+typedef void (*loop_f64)(const double *, const double *, const double *, double *, int64_t, double);
+
+static const loop_f32 LOOPS_F32[] = {relu_f32, sigmoid_f32, tanh_f32, quickgelu_f32,
+                                     leaky_f32, gelu_f32,    fastgelu_f32};
+static const loop_f64 LOOPS_F64[] = {relu_f64, sigmoid_f64, tanh_f64, quickgelu_f64,
+                                     leaky_f64, gelu_f64,    fastgelu_f64};
+
+/* ---- prepare ------------------------------------------------------------------------------- */
+
+static int32_t prep(opc_call *c, void *plan_v, opc_shape *outs, int kind, bool bias) {
+    ew_plan *p = plan_v;
+    int32_t s;
+    int32_t nin = bias ? 3 : 2;
+    for (int32_t i = 0; i < nin; i++)
+        if ((s = opc_require(c, i))) return s;
+    const opc_tensor *dy = c->in[0], *x = c->in[1];
+    const int32_t idx[] = {1, 0, 2};
+    if ((s = opc_check_supported_dtype(c, x->dtype))) return s;
+    if ((s = opc_check_dtypes(c, x->dtype, idx, nin))) return s;
+    if (!opc_same_shape(dy, x)) {
+        char a[200], b[200];
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "dY shape %s differs from %s shape %s",
+                        opc_shape_str(dy, a, sizeof a), c->desc->input_names[1],
+                        opc_shape_str(x, b, sizeof b));
+    }
+    p->kind = kind;
+    p->bias = bias;
+    p->dtype = x->dtype;
+    p->n = opc_numel(x);
+    p->alpha = 0.0;
+    if (kind == K_QUICKGELU || kind == K_LEAKY) {
+        if ((s = opc_attr_float(c, "alpha", kind == K_QUICKGELU ? 1.702 : 0.01, &p->alpha, NULL)))
+            return s;
+        if (p->dtype == OPC_FLOAT && isfinite(p->alpha) && fabs(p->alpha) > 3.4028234663852886e38)
+            return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "alpha %g overflows float32", p->alpha);
+    }
+    if (bias) {
+        const opc_tensor *b = c->in[2];
+        char a[200], bb[200];
+        if (x->rank < 1)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "X must have rank >= 1 (B broadcasts over its last axis), got a scalar");
+        if (b->rank != 1)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "B must be 1-D, got shape %s", opc_shape_str(b, a, sizeof a));
+        if (b->shape[0] != x->shape[x->rank - 1])
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "B length %lld differs from the last dim of X %s",
+                            (long long)b->shape[0], opc_shape_str(x, bb, sizeof bb));
+        p->blen = b->shape[0];
+    }
+    opc_shape_from(&outs[0], x);
+    return OPC_OK;
+}
+
+int32_t opc_prep_relu(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, K_RELU, false); }
+int32_t opc_prep_sigmoid(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, K_SIGMOID, false); }
+int32_t opc_prep_tanh(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, K_TANH, false); }
+int32_t opc_prep_quickgelu(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, K_QUICKGELU, false); }
+int32_t opc_prep_leakyrelu(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, K_LEAKY, false); }
+int32_t opc_prep_gelu(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, K_GELU, false); }
+int32_t opc_prep_fastgelu(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, K_FASTGELU, false); }
+int32_t opc_prep_biasgelu(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, K_GELU, true); }
+int32_t opc_prep_biasfastgelu(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, K_FASTGELU, true); }
+
+/* ---- exec ---------------------------------------------------------------------------------- */
+
+/* [lo, hi) of the flat index; with a bias, cut at row ends so b lines up with the columns. */
+static void run_range(const ew_plan *p, const void *dy, const void *x, const void *b, void *dx,
+                      int64_t lo, int64_t hi) {
+    size_t es = p->dtype == OPC_FLOAT ? 4 : 8;
+    int64_t i = lo;
+    while (i < hi) {
+        int64_t end = hi;
+        const void *bp = NULL;
+        if (p->bias) {
+            int64_t col = i % p->blen;
+            if (i - col + p->blen < end) end = i - col + p->blen;
+            bp = (const char *)b + col * es;
+        }
+        const void *dyp = (const char *)dy + i * es, *xp = (const char *)x + i * es;
+        void *dxp = (char *)dx + i * es;
+        if (p->dtype == OPC_FLOAT)
+            LOOPS_F32[p->kind](dyp, xp, bp, dxp, end - i, (float)p->alpha);
+        else
+            LOOPS_F64[p->kind](dyp, xp, bp, dxp, end - i, p->alpha);
+        i = end;
+    }
+}
+
+int32_t opc_exec_ew(opc_call *c, const void *plan_v, opc_tensor *outs) {
+    const ew_plan *p = plan_v;
+    if (!outs[0].data || p->n == 0) return OPC_OK;
+    const void *dy = c->in[0]->data, *x = c->in[1]->data, *b = p->bias ? c->in[2]->data : NULL;
+    void *dx = outs[0].data;
+    /* below ~32k elements per thread, thread start-up costs more than it saves */
+    int64_t want = p->n / 32768 + 1;
+    int nt = (int)(want < c->threads ? want : c->threads);
+    if (nt <= 1) {
+        run_range(p, dy, x, b, dx, 0, p->n);
+        return OPC_OK;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+        int64_t lo, hi;
+        opc_split(p->n, omp_get_num_threads(), omp_get_thread_num(), 64, &lo, &hi);
+        run_range(p, dy, x, b, dx, lo, hi);
+    }
+    return OPC_OK;
+}

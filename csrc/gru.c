@@ -1,0 +1,206 @@
+/* GRUTraining and GRUGrad (com.microsoft), ONNX GRU-14 semantics, gate order z, r, h.
+ * Validation and dispatch here; the computation is gru_impl.h, instantiated for float and double.
+ *
+ * Threads: OpenMP only. OpenBLAS is held to 1 thread for the whole call; the batched GEMMs are
+ * split over OpenMP threads (opc_gemm_par) and the recurrence runs in one parallel region where
+ * each thread owns a slice of hidden columns (its GEMM slices and gate math), so OpenBLAS's own
+ * busy-waiting pool never competes with the OpenMP threads. */
+#include <ctype.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "blas.h"
+#include "ops.h"
+#include "vmath.h"
+
+typedef struct {
+    int32_t dtype;
+    int64_t S, B, I, H;
+    bool reverse;
+    bool lbr;
+    bool has_clip;
+    double clip;
+    bool grad;
+} gru_plan;
+
+static bool ieq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return false;
+    return *a == *b;
+}
+
+static int32_t check_shape(opc_call *c, int32_t i, int32_t rank, const int64_t *dims) {
+    const opc_tensor *t = c->in[i];
+    bool ok = t->rank == rank;
+    for (int32_t k = 0; ok && k < rank; k++) ok = t->shape[k] == dims[k];
+    if (!ok) {
+        char a[200], b[200];
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "input %s must have shape %s, got %s",
+                        c->desc->input_names[i], opc_dims_str(dims, rank, a, sizeof a),
+                        opc_shape_str(t, b, sizeof b));
+    }
+    return OPC_OK;
+}
+
+static int32_t prep(opc_call *c, gru_plan *p, opc_shape *outs, bool grad) {
+    int32_t s;
+    char b1[200];
+    for (int32_t i = 0; i < 3; i++)
+        if ((s = opc_require(c, i))) return s;
+    if (grad && ((s = opc_require(c, 6)) || (s = opc_require(c, 7)))) return s;
+    const opc_tensor *x = c->in[0];
+    if ((s = opc_check_supported_dtype(c, x->dtype))) return s;
+    const int32_t idx[] = {0, 1, 2, 3, 5, 6, 7, 8, 9};
+    if ((s = opc_check_dtypes(c, x->dtype, idx, grad ? 9 : 5))) return s;
+    p->dtype = x->dtype;
+    p->grad = grad;
+
+    int64_t hs;
+    if ((s = opc_attr_int(c, "hidden_size", 0, &hs))) return s;
+    if (!opc_attr_get(c, "hidden_size"))
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "attribute 'hidden_size' is required");
+    if (hs <= 0 || hs > ((int64_t)1 << 28))
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "hidden_size must be in [1, 2^28], got %lld", (long long)hs);
+    const char *dir;
+    if ((s = opc_attr_string(c, "direction", "forward", &dir))) return s;
+    if (strcmp(dir, "forward") == 0) p->reverse = false;
+    else if (strcmp(dir, "reverse") == 0) p->reverse = true;
+    else if (strcmp(dir, "bidirectional") == 0)
+        return opc_fail(c, OPC_ERR_NOT_IMPLEMENTED, "direction 'bidirectional' is not supported (forward or reverse only)");
+    else
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "direction '%s' is not one of forward, reverse, bidirectional", dir);
+    const char *const *acts;
+    int64_t nacts;
+    if ((s = opc_attr_strings(c, "activations", &acts, &nacts))) return s;
+    if (nacts >= 0) {
+        if (nacts != 2)
+            return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "activations must list 2 functions (f for z/r, g for h), got %lld",
+                            (long long)nacts);
+        if (!ieq(acts[0], "sigmoid") || !ieq(acts[1], "tanh"))
+            return opc_fail(c, OPC_ERR_NOT_IMPLEMENTED, "activations [%s, %s] are not supported; only [Sigmoid, Tanh]",
+                            acts[0], acts[1]);
+    }
+    const double *fl;
+    int64_t nfl;
+    /* activation_alpha / activation_beta configure activations that take parameters; Sigmoid and
+     * Tanh take none, so any values are accepted and unused (as ONNX GRU). */
+    if ((s = opc_attr_floats(c, "activation_alpha", &fl, &nfl))) return s;
+    if ((s = opc_attr_floats(c, "activation_beta", &fl, &nfl))) return s;
+    bool clip_given;
+    if ((s = opc_attr_float(c, "clip", 0.0, &p->clip, &clip_given))) return s;
+    p->has_clip = clip_given;
+    if (clip_given && !(p->clip > 0.0))
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "clip must be > 0, got %g", p->clip);
+    int64_t lbr, layout;
+    if ((s = opc_attr_int(c, "linear_before_reset", 0, &lbr))) return s;
+    if (lbr != 0 && lbr != 1)
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "linear_before_reset must be 0 or 1, got %lld", (long long)lbr);
+    p->lbr = lbr == 1;
+    if ((s = opc_attr_int(c, "layout", 0, &layout))) return s;
+    if (layout == 1)
+        return opc_fail(c, OPC_ERR_NOT_IMPLEMENTED, "layout=1 (batch-major) is not supported; use layout 0");
+    if (layout != 0)
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "layout must be 0 or 1, got %lld", (long long)layout);
+
+    if (x->rank != 3)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "X must have rank 3 [seq_length, batch, input_size], got shape %s",
+                        opc_shape_str(x, b1, sizeof b1));
+    int64_t S = x->shape[0], B = x->shape[1], I = x->shape[2], H = hs;
+    p->S = S;
+    p->B = B;
+    p->I = I;
+    p->H = H;
+    if (c->in[1]->rank == 3 && c->in[1]->shape[0] == 2)
+        return opc_fail(c, OPC_ERR_NOT_IMPLEMENTED, "W has 2 directions (bidirectional); only one direction is supported");
+    const int64_t wdims[] = {1, 3 * H, I}, rdims[] = {1, 3 * H, H}, bdims[] = {1, 6 * H}, hdims[] = {1, B, H},
+                  halldims[] = {S, 1, B, H}, zrhdims[] = {S, 1, B, 3 * H}, sldims[] = {B};
+    if ((s = check_shape(c, 1, 3, wdims)) || (s = check_shape(c, 2, 3, rdims))) return s;
+    if (c->in[3] && (s = check_shape(c, 3, 2, bdims))) return s;
+    if (c->in[5] && (s = check_shape(c, 5, 3, hdims))) return s;
+    if (c->in[4]) {
+        const opc_tensor *sl = c->in[4];
+        if (sl->dtype != OPC_INT32)
+            return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "sequence_lens must be int32, got %s", opc_dtype_name(sl->dtype));
+        if ((s = check_shape(c, 4, 1, sldims))) return s;
+        for (int64_t b = 0; b < B; b++) {
+            int32_t v = ((const int32_t *)sl->data)[b];
+            if (v < 0 || v > S)
+                return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "sequence_lens[%lld] = %d is outside [0, seq_length=%lld]",
+                                (long long)b, (int)v, (long long)S);
+            if (v != S)
+                return opc_fail(c, OPC_ERR_NOT_IMPLEMENTED,
+                                "sequence_lens[%lld] = %d < seq_length %lld: variable sequence lengths are not supported "
+                                "(only all entries equal to seq_length)", (long long)b, (int)v, (long long)S);
+        }
+    }
+    if (grad) {
+        if ((s = check_shape(c, 6, 4, halldims)) || (s = check_shape(c, 7, 4, zrhdims))) return s;
+        if (c->in[8] && (s = check_shape(c, 8, 4, halldims))) return s;
+        if (c->in[9] && (s = check_shape(c, 9, 3, hdims))) return s;
+    }
+    int64_t t1, t2;
+    if (!opc_mul_ok(S, B, &t1) || !opc_mul_ok(t1, 3 * H, &t2) || t2 > OPC_MAX_ELEMS || !opc_mul_ok(t1, I, &t2) ||
+        !opc_blas_dims_ok(t1, 3 * H, I) || !opc_mul_ok(3 * H, H, &t2))
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "sizes exceed the BLAS's 32-bit dimensions");
+
+    int32_t dt = x->dtype;
+    if (!grad) {
+        outs[0] = (opc_shape){dt, 4, {S, 1, B, H}};
+        outs[1] = (opc_shape){dt, 3, {1, B, H}};
+        outs[2] = (opc_shape){dt, 4, {S, 1, B, 3 * H}};
+    } else {
+        outs[0] = (opc_shape){dt, 3, {S, B, I}};
+        outs[1] = (opc_shape){dt, 3, {1, 3 * H, I}};
+        outs[2] = (opc_shape){dt, 3, {1, 3 * H, H}};
+        outs[3] = (opc_shape){dt, 2, {1, 6 * H}};
+        outs[4] = (opc_shape){dt, 3, {1, B, H}};
+    }
+    return OPC_OK;
+}
+
+int32_t opc_prep_gru_train(opc_call *c, void *plan, opc_shape *outs) { return prep(c, plan, outs, false); }
+int32_t opc_prep_gru_grad(opc_call *c, void *plan, opc_shape *outs) { return prep(c, plan, outs, true); }
+
+/* ---- compute, per dtype --------------------------------------------------------------------- */
+
+static inline double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+#define T float
+#define SFX(name) name##_f32
+#define SIGM opc_sigmoidf
+#define TANH opc_tanhf
+#define DT OPC_FLOAT
+#include "gru_impl.h"
+#undef T
+#undef SFX
+#undef SIGM
+#undef TANH
+#undef DT
+
+#define T double
+#define SFX(name) name##_f64
+#define SIGM sigmoid_d
+#define TANH tanh
+#define DT OPC_DOUBLE
+#include "gru_impl.h"
+#undef T
+#undef SFX
+#undef SIGM
+#undef TANH
+#undef DT
+
+int32_t opc_exec_gru_train(opc_call *c, const void *plan, opc_tensor *outs) {
+    const gru_plan *p = plan;
+    int prev = opc_blas_set_threads(1);
+    int32_t s = p->dtype == OPC_FLOAT ? gru_forward_f32(c, p, outs) : gru_forward_f64(c, p, outs);
+    opc_blas_set_threads(prev);
+    return s;
+}
+
+int32_t opc_exec_gru_grad(opc_call *c, const void *plan, opc_tensor *outs) {
+    const gru_plan *p = plan;
+    int prev = opc_blas_set_threads(1);
+    int32_t s = p->dtype == OPC_FLOAT ? gru_backward_f32(c, p, outs) : gru_backward_f64(c, p, outs);
+    opc_blas_set_threads(prev);
+    return s;
+}

@@ -1,0 +1,122 @@
+/* Internal helpers shared by the op files: call context, errors, attributes, sizes, dtypes. */
+#ifndef OPC_INTERNAL_H
+#define OPC_INTERNAL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "opconform_kernels.h"
+
+#define OPC_MAX_INPUTS 12
+#define OPC_MAX_OUTPUTS 6
+/* Largest element count / byte count we accept for one tensor: keeps every size product and
+ * pointer offset far from int64 overflow. */
+#define OPC_MAX_ELEMS ((int64_t)1 << 48)
+
+typedef struct opc_call {
+    const opc_op_desc *desc;
+    int32_t n_inputs;
+    const opc_tensor *in[OPC_MAX_INPUTS]; /* NULL when absent */
+    int32_t n_attrs;
+    const opc_attr *attrs;
+    int32_t threads;
+    char *err;
+    size_t err_len;
+} opc_call;
+
+/* Per-op entry points. prepare validates inputs and attributes, fills the op's plan (at most
+ * OPC_PLAN_BYTES) and the output shapes; exec computes the wanted outputs (data != NULL). */
+#define OPC_PLAN_BYTES 2048
+typedef int32_t (*opc_prepare_fn)(opc_call *c, void *plan, opc_shape *outs);
+typedef int32_t (*opc_exec_fn)(opc_call *c, const void *plan, opc_tensor *outs);
+
+typedef struct {
+    opc_op_desc desc;
+    opc_prepare_fn prepare;
+    opc_exec_fn exec;
+} opc_op_entry;
+
+/* Hot loops are compiled for AVX-512, AVX2+FMA and baseline x86-64, picked at load time (ifunc).
+ * Inside OpenMP regions call a CLONES function (the outlined region itself is not cloned). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(OPC_NO_CLONES)
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CLONES
+#endif
+
+/* errors ------------------------------------------------------------------------------------ */
+int32_t opc_fail(opc_call *c, int32_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* attributes -------------------------------------------------------------------------------- */
+const opc_attr *opc_attr_get(const opc_call *c, const char *name);
+/* Each returns OPC_OK (value or default written) or an error status with the message set. */
+int32_t opc_attr_int(opc_call *c, const char *name, int64_t dflt, int64_t *out);
+int32_t opc_attr_float(opc_call *c, const char *name, double dflt, double *out, bool *given);
+/* *out = NULL, *n = -1 when absent. */
+int32_t opc_attr_ints(opc_call *c, const char *name, const int64_t **out, int64_t *n);
+int32_t opc_attr_floats(opc_call *c, const char *name, const double **out, int64_t *n);
+/* *out = dflt when absent. */
+int32_t opc_attr_string(opc_call *c, const char *name, const char *dflt, const char **out);
+int32_t opc_attr_strings(opc_call *c, const char *name, const char *const **out, int64_t *n);
+
+/* tensors ----------------------------------------------------------------------------------- */
+int64_t opc_numel(const opc_tensor *t); /* shape checked already by the dispatcher */
+size_t opc_dtype_size(int32_t dtype);
+const char *opc_dtype_name(int32_t dtype);
+bool opc_same_shape(const opc_tensor *a, const opc_tensor *b);
+/* "[2, 3, 4]" into buf */
+const char *opc_shape_str(const opc_tensor *t, char *buf, size_t len);
+const char *opc_dims_str(const int64_t *dims, int32_t rank, char *buf, size_t len);
+/* Requires input i present; message names it. */
+int32_t opc_require(opc_call *c, int32_t i);
+/* Checks every present input among idx[0..n) has dtype dt (names the first mismatch). */
+int32_t opc_check_dtypes(opc_call *c, int32_t dt, const int32_t *idx, int32_t n);
+/* Checks dt is among the op's supported dtypes. */
+int32_t opc_check_supported_dtype(opc_call *c, int32_t dt);
+void opc_shape_from(opc_shape *s, const opc_tensor *t);
+
+/* checked int64 arithmetic: false on overflow */
+static inline bool opc_mul_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+
+/* threads ----------------------------------------------------------------------------------- */
+/* Splits [0, n) into per-thread ranges whose boundaries are multiples of `align`. */
+static inline void opc_split(int64_t n, int nth, int tid, int64_t align, int64_t *lo, int64_t *hi) {
+    int64_t blocks = (n + align - 1) / align;
+    int64_t per = blocks / nth, rem = blocks % nth;
+    int64_t b0 = tid * per + (tid < rem ? tid : rem);
+    int64_t b1 = b0 + per + (tid < rem ? 1 : 0);
+    *lo = b0 * align < n ? b0 * align : n;
+    *hi = b1 * align < n ? b1 * align : n;
+}
+
+/* 16-bit float conversions (exact widening; round-to-nearest-even narrowing, NaN kept NaN). */
+static inline float opc_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t opc_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t nan_bits = (u >> 16) | 0x0040u; /* quiet NaN, sign kept */
+    uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)(((u & 0x7FFFFFFFu) > 0x7F800000u) ? nan_bits : rounded);
+}
+static inline float opc_f16_to_f32(uint16_t h) {
+    _Float16 v;
+    memcpy(&v, &h, 2);
+    return (float)v;
+}
+static inline uint16_t opc_f32_to_f16(float f) {
+    _Float16 v = (_Float16)f;
+    uint16_t h;
+    memcpy(&h, &v, 2);
+    return h;
+}
+
+#endif

@@ -1,0 +1,153 @@
+/*
+ * opconform_kernels.h: the one public C interface of the opconform C/OpenMP kernel library.
+ *
+ * Plain C, no Python C-API. Every entry point validates everything it is given and reports
+ * failures as a status code plus a NUL-terminated message in a caller-provided buffer; it never
+ * aborts, and NaN/Inf are ordinary data.
+ *
+ * Calling sequence:
+ *   1. opc_infer(op, inputs, attrs, ...) -> the dtype and shape of every output
+ *      (the library applies the op's own shape rules; the caller needs none of them);
+ *   2. the caller allocates the outputs it wants (C-contiguous, row-major);
+ *   3. opc_run(op, inputs, attrs, outputs, threads, ...) computes them. opc_run re-validates
+ *      everything, including that every wanted output has exactly the inferred dtype and shape.
+ *
+ * Tensors are dense, C-contiguous, row-major. Inputs are given in the op's positional order
+ * (as in the ONNX / com.microsoft node). An absent optional input has rank < 0 or data == NULL.
+ * An output with data == NULL is not wanted and is not computed. Outputs must not overlap inputs
+ * or each other.
+ *
+ * Thread safety: calls may run concurrently from several threads except for ops that use BLAS
+ * (ConvGrad, GRUTraining, GRUGrad), which adjust OpenBLAS's global thread count for the call.
+ */
+#ifndef OPCONFORM_KERNELS_H
+#define OPCONFORM_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define OPC_API __attribute__((visibility("default")))
+#else
+#define OPC_API
+#endif
+
+#define OPC_ABI_VERSION 1
+#define OPC_MAX_RANK 12 /* larger ranks are rejected with OPC_ERR_INVALID_ARGUMENT */
+
+/* Element types: the ONNX TensorProto.DataType codes. */
+enum {
+    OPC_FLOAT = 1,
+    OPC_INT32 = 6,
+    OPC_INT64 = 7,
+    OPC_FLOAT16 = 10,
+    OPC_DOUBLE = 11,
+    OPC_BFLOAT16 = 16
+};
+
+/* Status codes. */
+enum {
+    OPC_OK = 0,
+    OPC_ERR_UNKNOWN_OP = 1,        /* no op of that name */
+    OPC_ERR_INVALID_ARGUMENT = 2,  /* wrong ranks / shapes / missing required inputs / bad counts */
+    OPC_ERR_UNSUPPORTED_DTYPE = 3, /* dtype not supported by this op, or inputs of mixed dtypes */
+    OPC_ERR_UNKNOWN_ATTRIBUTE = 4, /* attribute name the op does not take, or given twice */
+    OPC_ERR_INVALID_ATTRIBUTE = 5, /* wrong attribute type, length or value */
+    OPC_ERR_NOT_IMPLEMENTED = 6,   /* a valid feature this library rejects (named in the message) */
+    OPC_ERR_OUT_OF_MEMORY = 7,
+    OPC_ERR_OUTPUT_MISMATCH = 8,   /* a wanted output's dtype/shape differs from opc_infer's */
+    OPC_ERR_INTERNAL = 9
+};
+
+/* A tensor: dtype + rank + shape + data. */
+typedef struct {
+    int32_t dtype;         /* OPC_FLOAT, ... */
+    int32_t rank;          /* < 0: absent */
+    const int64_t *shape;  /* rank entries, each >= 0 (may be NULL when rank == 0) */
+    void *data;            /* NULL: absent input / unwanted output */
+} opc_tensor;
+
+/* Attribute kinds. */
+enum {
+    OPC_ATTR_INT = 1,
+    OPC_ATTR_FLOAT = 2,
+    OPC_ATTR_STRING = 3,
+    OPC_ATTR_INTS = 4,
+    OPC_ATTR_FLOATS = 5,
+    OPC_ATTR_STRINGS = 6
+};
+
+/* An attribute by name; only the member(s) of its kind are read. A FLOAT attribute may also be
+ * given as an INT. */
+typedef struct {
+    const char *name;
+    int32_t kind;                /* OPC_ATTR_* */
+    int64_t i;                   /* INT */
+    double f;                    /* FLOAT */
+    const char *s;               /* STRING */
+    int64_t n;                   /* number of entries of INTS / FLOATS / STRINGS */
+    const int64_t *ints;         /* INTS */
+    const double *floats;        /* FLOATS */
+    const char *const *strings;  /* STRINGS */
+} opc_attr;
+
+/* An output description filled by opc_infer. */
+typedef struct {
+    int32_t dtype;
+    int32_t rank;
+    int64_t shape[OPC_MAX_RANK];
+} opc_shape;
+
+/* Static description of an op, for queries. */
+typedef struct {
+    const char *name;               /* e.g. "SoftmaxGrad_13" (com.microsoft domain, opset 1) */
+    int32_t n_inputs;               /* positional inputs */
+    const char *const *input_names;
+    const uint8_t *input_optional;  /* 1 = optional */
+    int32_t n_outputs;
+    const char *const *output_names;
+    int32_t n_dtypes;               /* element types this library supports for the op */
+    const int32_t *dtypes;
+    int32_t n_attrs;                /* attribute names the op accepts */
+    const char *const *attr_names;
+    const char *notes;              /* features rejected with OPC_ERR_NOT_IMPLEMENTED, etc. */
+} opc_op_desc;
+
+/* Number of ops, and the i-th (NULL when out of range). */
+OPC_API int32_t opc_op_count(void);
+OPC_API const opc_op_desc *opc_op_at(int32_t index);
+/* The op of that name, or NULL. */
+OPC_API const opc_op_desc *opc_find_op(const char *name);
+
+/* Output dtypes and shapes. out_shapes must have room for n_outputs entries, and n_outputs must be
+ * the op's output count. Returns OPC_OK or an error status with a message in err. */
+OPC_API int32_t opc_infer(const char *op,
+                          int32_t n_inputs, const opc_tensor *inputs,
+                          int32_t n_attrs, const opc_attr *attrs,
+                          int32_t n_outputs, opc_shape *out_shapes,
+                          char *err, size_t err_len);
+
+/* Compute the wanted outputs (data != NULL). threads: OpenMP threads for this call (>= 1);
+ * 0 means omp_get_max_threads(). n_inputs may be less than the op's input count (trailing inputs
+ * absent); n_outputs must equal the op's output count. */
+OPC_API int32_t opc_run(const char *op,
+                        int32_t n_inputs, const opc_tensor *inputs,
+                        int32_t n_attrs, const opc_attr *attrs,
+                        int32_t n_outputs, opc_tensor *outputs,
+                        int32_t threads,
+                        char *err, size_t err_len);
+
+/* Build facts as a JSON object text (compiler, flags, OpenMP version, BLAS, sanitizers). */
+OPC_API const char *opc_build_info(void);
+OPC_API int32_t opc_abi_version(void);
+/* Name of a status code ("OPC_OK", "OPC_ERR_INVALID_ARGUMENT", ...). */
+OPC_API const char *opc_status_name(int32_t status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPCONFORM_KERNELS_H */

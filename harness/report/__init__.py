@@ -1,0 +1,83 @@
+"""`opconform report`: one self-contained HTML page per run (see docs in README, design §13).
+
+write_report(run_dir) reads results.jsonl and summary.json (and bench.json, a baseline run and the
+specs when given or found), builds the model (harness.report.model) and renders it
+(harness.report.render). publish(run_dir) is what `opconform run` calls at the end: junit.xml, then
+index.html.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.report import bench as bench_mod
+from harness.report.data import ReportError, RunData, paused_gc, read_run
+from harness.report.model import Report, build
+from harness.report.render import render
+
+__all__ = ["ReportError", "build_report", "publish", "write_report"]
+
+
+def _specs(run: RunData, specs_root: Path | None, catalog=None) -> tuple[dict, dict, str, Path | None]:
+    """(spec id -> Spec, spec id -> file shown, note, default spec root) for the op documentation."""
+    from harness.spec.errors import SpecError
+    from harness.spec.loader import default_root, load_catalog, shown
+
+    default = default_root()
+    if catalog is not None and not run.summary.get("specs"):
+        run.summary["specs"] = str(Path(catalog.root).resolve())  # merged shards: rerun commands need it
+    if catalog is None:
+        recorded = run.summary.get("specs")
+        root = Path(specs_root or (recorded if isinstance(recorded, str) and Path(recorded).is_dir() else default))
+        try:
+            catalog = load_catalog(root)
+        except SpecError as e:
+            first = e.problems[0] if e.problems else "unknown problem"
+            return {}, {}, f"the specs in {root} do not load ({first}), so the op's contract is not shown", default
+    note = ""
+    spec_set = run.summary.get("spec_set")
+    if isinstance(spec_set, str) and spec_set and spec_set != catalog.digest:
+        note = (f"the specs in {catalog.root} changed since this run (spec set {catalog.digest[:12]}, the run used "
+                f"{spec_set[:12]}): the contract shown is today's")
+    specs = {s.id: s for s in catalog.specs}
+    paths = {sid: shown(path) for sid, path in catalog.files.items()}
+    return specs, paths, note, default
+
+
+def build_report(run_dir: Path | RunData, baseline: Path | None = None, bench: Path | None = None,
+                 specs_root: Path | None = None, catalog=None) -> Report:
+    run = run_dir if isinstance(run_dir, RunData) else read_run(Path(run_dir))
+    run_dir = run.path
+    specs, paths, note, default = _specs(run, specs_root, catalog)
+    base = read_run(Path(baseline)) if baseline else None
+    bench_path = Path(bench) if bench else Path(run_dir) / "bench.json"
+    figures = bench_mod.load(bench_path) if (bench or bench_path.is_file()) else None
+    report = build(run, specs, paths, "", base, figures, default)
+    if note:
+        report.problems.append(note)
+    elif not specs:
+        report.problems.append("no specs loaded: the op contracts are not shown")
+    return report
+
+
+def write_report(run_dir: Path | RunData, out: Path | None = None, baseline: Path | None = None, bench: Path | None = None,
+                 specs_root: Path | None = None, catalog=None) -> Path:
+    """Render the report of run_dir to out (default run_dir/index.html) and return its path."""
+    with paused_gc():
+        report = build_report(run_dir, baseline, bench, specs_root, catalog)
+        page = render(report)
+    out = Path(out) if out else report.run.path / "index.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def publish(run_dir: Path, catalog=None) -> tuple[Path, Path]:
+    """junit.xml and index.html for a finished (or interrupted) run; returns both paths."""
+    from harness.junit import write_junit
+
+    with paused_gc():
+        run = read_run(Path(run_dir))
+        if catalog is not None and not run.summary.get("specs"):
+            run.summary["specs"] = str(Path(catalog.root).resolve())  # merged shards: rerun commands need it
+        junit = write_junit(run.records, Path(run_dir) / "junit.xml", run.summary)
+    return write_report(run, catalog=catalog), junit

@@ -1,0 +1,44 @@
+"""The one-line command that reruns one result: `opconform run --ops OP --backends B --cases 'GLOB'`.
+
+The --cases glob is the case's dtype-qualified id with fnmatch's special characters escaped, so it
+matches that case and no other. The flags that change a case's data or its outcome (tier for
+nightly groups, seed, threads, timeout, a spec directory other than the default) follow the run.
+The browser builds the same command for rows of the case table (report.js: reproCommand); keep both
+in step.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+DEFAULT_THREADS, DEFAULT_TIMEOUT, DEFAULT_SEED = 1, 20.0, 0
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def run_flags(summary: dict, default_specs: Path | None) -> list[str]:
+    """The flags every repro command of this run shares (after --ops/--backends/--cases)."""
+    flags = []
+    specs = summary.get("specs")
+    if isinstance(specs, str) and specs and (default_specs is None or Path(specs).resolve() != default_specs.resolve()):
+        flags += ["--specs", specs]
+    seed = summary.get("seed")
+    if isinstance(seed, int) and seed != DEFAULT_SEED:
+        flags += ["--seed", str(seed)]
+    threads = summary.get("threads")
+    if isinstance(threads, int) and threads != DEFAULT_THREADS:
+        flags += ["--threads", str(threads)]
+    timeout = summary.get("timeout")
+    if isinstance(timeout, (int, float)) and float(timeout) != DEFAULT_TIMEOUT:
+        flags += ["--timeout", f"{timeout:g}"]
+    return flags
+
+
+def command(op: str, backend: str, dtype: str, case: str, tier: str, flags: list[str]) -> str:
+    argv = ["opconform", "run", "--ops", glob_escape(op), "--backends", backend,
+            "--cases", glob_escape(f"{dtype}-{case}")]
+    if tier == "nightly":  # smoke and ci groups both run in the default tier, ci
+        argv += ["--tier", "nightly"]
+    return shlex.join(argv + flags)

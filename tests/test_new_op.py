@@ -1,0 +1,173 @@
+"""`opconform new-op`: scaffold, see what is missing, fill it in, and watch the generated tests pass.
+
+Everything happens in a temporary copy of specs/ and reference/, run in subprocesses whose PYTHONPATH
+puts the copy's `reference` package first, so the repository's own specs and CI never see the toy op.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, SPECS
+from harness.backends import openmp_lib
+from harness.cli import main
+from harness.scaffold import is_stub, missing_items, snake
+
+SQUARE = '''import numpy as np
+
+
+def square(X):
+    return X * X
+
+
+def square_grad(dY, X):
+    return 2.0 * X * dY
+'''
+ORT_HAS_NO_SQUAREGRAD = """
+known_divergences:
+  - id: ort-has-no-squaregrad
+    backend: ort
+    cases: ["*"]
+    result: unsupported
+    summary: onnxruntime-training has no SquareGrad op; every session fails to build.
+    evidence: "onnxruntime-training 1.19.2 CPU: 'com.microsoft:SquareGrad(-1) is not a registered function/op'"
+"""
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    shutil.copytree(SPECS, tmp_path / "specs")
+    shutil.copytree(REPO / "reference", tmp_path / "reference", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in (tmp_path / "specs" / "com.microsoft").glob("*.yaml"):
+        if path.stem not in ("ReluGrad", "TanhGrad"):
+            path.unlink()  # a small catalog: faster, and untouched by other ops' edits
+    for path in (tmp_path / "specs").glob("_waivers/*.yaml"):
+        path.unlink()
+    return tmp_path
+
+
+# The editable install's import finder maps `reference` to the repository's own package ahead of
+# sys.path; the subprocesses drop it so that PYTHONPATH (the copy, then the repository) decides, and
+# point the openmp backend at the installed kernel library explicitly.
+BOOT = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path "
+        "if not type(f).__name__.startswith('ScikitBuild')]; ")
+
+
+def _env(project: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "OPCONFORM_SPECS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(project), str(REPO)])
+    env.setdefault(openmp_lib.ENV_LIB, openmp_lib.library_path())
+    return env
+
+
+def opconform(project: Path, *args) -> subprocess.CompletedProcess:
+    """The CLI in a fresh interpreter that imports the copy's reference package."""
+    code = BOOT + "from harness.cli import main; sys.exit(main())"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=project, env=_env(project),
+                          capture_output=True, text=True, timeout=300)
+
+
+def pytest_in(project: Path, *args) -> subprocess.CompletedProcess:
+    code = BOOT + "import pytest; sys.exit(pytest.main())"
+    return subprocess.run([sys.executable, "-c", code, "generated_tests", "-p", "no:cacheprovider", *args],
+                          cwd=project, env=_env(project), capture_output=True, text=True, timeout=300)
+
+
+def test_scaffold_fill_in_and_run(project, capsys):
+    specs = project / "specs"
+    assert main(["new-op", "SquareGrad", "--specs", str(specs)]) == 0
+    out = capsys.readouterr().out
+    spec_path, stub_path = specs / "com.microsoft" / "SquareGrad.yaml", project / "reference" / "ops" / "square_grad.py"
+    assert "SquareGrad.yaml (5 value(s) marked TODO)" in out and "square_grad.py" in out
+    assert 'reference: "reference.ops.square_grad:square_grad"' in spec_path.read_text()
+
+    # validate lists what is still missing, one item a line
+    assert main(["validate", "--specs", str(specs)]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    fields = [line.split(": ")[1] for line in lines[:-1]]
+    assert fields == ["summary", "formula", "references[0]", "forward.op", "forward.reference"]
+    assert all(": still missing: " in line and line.startswith(str(spec_path)) for line in lines[:-1])
+
+    # gen-tests refuses while the spec is incomplete: the catalog does not load
+    assert main(["gen-tests", "--specs", str(specs)]) == 2
+    assert "SquareGrad.yaml: summary: still missing" in capsys.readouterr().err
+
+    # fill in the spec; the forward reference goes beside the (still unwritten) gradient
+    text = spec_path.read_text()
+    for field, value in (("summary", "Gradient of Square (X * X) with respect to X, given dY and X."),
+                         ("formula", "dX = 2 * X * dY"), ("op", "Square"),
+                         ("reference", "reference.ops.square_grad:square")):
+        todo = next(line for line in text.splitlines() if line.strip().startswith(f"{field}: \"TODO"))
+        text = text.replace(todo, f"{todo.split(':')[0]}: \"{value}\"", 1)
+    text = text.replace(next(line for line in text.splitlines() if '- "TODO' in line), "  - the opconform tests' toy op")
+    spec_path.write_text(text)
+    stub = stub_path.read_text()
+    stub_path.write_text(stub + "\n\ndef square(X):\n    return X * X\n")
+    result = opconform(project, "validate")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[0] == (
+        "specs/com.microsoft/SquareGrad.yaml: reference: still missing: reference.ops.square_grad:square_grad only "
+        "raises NotImplementedError; write the float64 NumPy reference (docs/adding-an-op.md)")
+
+    # write the reference: valid; gen-tests adds the op's file; its tests run and pass on the reference backend
+    stub_path.write_text(SQUARE)
+    result = opconform(project, "validate")
+    assert result.returncode == 0 and "SquareGrad" in result.stdout, result.stderr
+    result = opconform(project, "gen-tests")
+    assert result.returncode == 0 and "generated_tests/test_SquareGrad.py" in result.stdout
+    result = pytest_in(project, "-m", "SquareGrad and reference", "-q")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "failed" not in result.stdout and " passed" in result.stdout and "verdict: PASS" in result.stdout
+
+    # ORT has no such op: the gate fails on it until the spec says so, with evidence
+    result = pytest_in(project, "-m", "SquareGrad and smoke and ort", "-q")
+    assert result.returncode == 1 and "is not a registered function/op" in result.stdout
+    spec_path.write_text(spec_path.read_text() + ORT_HAS_NO_SQUAREGRAD)
+    assert opconform(project, "gen-tests").returncode == 0
+    result = pytest_in(project, "-m", "SquareGrad and smoke", "-q")
+    assert result.returncode == 0 and "verdict: PASS" in result.stdout, result.stdout[-3000:]
+
+
+def test_like_copies_the_structure_and_resets_what_describes_the_op(project, capsys):
+    specs = project / "specs"
+    assert main(["new-op", "ScaledTanhGrad", "--like", "TanhGrad", "--specs", str(specs)]) == 0
+    capsys.readouterr()
+    data = yaml.safe_load((specs / "com.microsoft" / "ScaledTanhGrad.yaml").read_text())
+    tanh = yaml.safe_load((specs / "com.microsoft" / "TanhGrad.yaml").read_text())
+    assert data["op"] == "ScaledTanhGrad" and data["inputs"] == tanh["inputs"] and data["cases"] == tanh["cases"]
+    assert data["reference"] == "reference.ops.scaled_tanh_grad:scaled_tanh_grad"
+    assert "known_divergences" not in data  # evidence about TanhGrad's backends, not this op's
+    todo = dict(missing_items(data))
+    assert set(todo) == {"summary", "formula", "references[0]", "forward.op", "forward.reference"}
+    assert "TanhGrad's is Tanh" in todo["forward.op"]
+    stub = (project / "reference" / "ops" / "scaled_tanh_grad.py").read_text()
+    assert "def scaled_tanh_grad(dY, Y):" in stub
+
+
+def test_new_op_refuses_to_overwrite_and_names_unknown_ops(project, capsys):
+    specs = project / "specs"
+    assert main(["new-op", "TanhGrad", "--specs", str(specs)]) == 2
+    assert "TanhGrad.yaml already exists" in capsys.readouterr().err
+    assert main(["new-op", "NewGrad", "--like", "TanhGard", "--specs", str(specs)]) == 2
+    assert "unknown op 'TanhGard'; did you mean 'TanhGrad'?" in capsys.readouterr().err
+    assert main(["new-op", "2Grad", "--specs", str(specs)]) == 2
+    assert not (specs / "com.microsoft" / "NewGrad.yaml").exists()
+
+
+def test_stub_detection_and_names():
+    def stub(dY, X):
+        """Docstring."""
+        raise NotImplementedError("later")
+
+    def written(dY, X):
+        if dY is None:
+            raise NotImplementedError
+        return dY
+
+    assert is_stub(stub) and not is_stub(written)
+    assert [snake(n) for n in ("SoftmaxGrad_13", "BiasGeluGrad_dX", "GRUGrad", "Conv2DGrad")] == \
+        ["softmax_grad_13", "bias_gelu_grad_dx", "gru_grad", "conv2d_grad"]
