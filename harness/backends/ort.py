@@ -21,8 +21,6 @@ def classify_error(phase: str, cls: str, message: str) -> Rejected | Unsupported
         return Unsupported(f"no kernel registered: {message}")
     if phase == "session" and cls == "InvalidGraph" and "Type Error" in message:
         return Unsupported(f"type not accepted by the op schema: {message}")
-    if phase == "session" and "is not a registered function/op" in message:
-        return Unsupported(f"op not registered in this onnxruntime build: {message}")
     if cls == "ProviderUnavailable":
         return Unsupported(message)
     return Rejected(f"{cls} at {phase}: {message}")
