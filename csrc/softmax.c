@@ -134,7 +134,8 @@ int32_t opc_prep_logsoftmax13(opc_call *c, void *p, opc_shape *o) { return prep(
         }                                                                                         \
     }
 
-KERNELS(f32, float, float, LD_ID, ST_F32, opc_expf)
+/* float32 sums in double: sum(Y * dY) of dY near FLT_MAX overflows a float accumulator (ORT's defect) */
+KERNELS(f32, float, double, LD_ID, ST_F32, opc_expf)
 KERNELS(f64, double, double, LD_ID, ST_F64, exp)
 KERNELS(f16, uint16_t, float, LD_F16, ST_F16, opc_expf)
 KERNELS(bf16, uint16_t, float, LD_BF16, ST_BF16, opc_expf)

@@ -53,7 +53,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", backends("reference", "ort", "ort-cuda"))
+@pytest.mark.parametrize("backend", backends("reference", "openmp", "ort", "ort-cuda"))
 @pytest.mark.parametrize("dtype,case_id", CASES)
 def test_TanhGrad(opconform, dtype, case_id, backend):
     opconform.check(SPEC, dtype, case_id, backend)

@@ -20,7 +20,9 @@ from harness.spec.loader import Catalog
 
 
 # Environment variables that set how many threads the backends' kernels and BLAS use.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "MKL_NUM_THREADS")
+# Environment that changes what the backends compute or how fast: recorded with every run.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "MKL_NUM_THREADS",
+                    "OPCONFORM_KERNELS_LIB", "LD_PRELOAD")
 
 
 class RunError(Exception):

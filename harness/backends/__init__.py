@@ -2,16 +2,18 @@
 from __future__ import annotations
 
 from harness.backends.base import Backend
+from harness.backends.openmp import OpenmpBackend
 from harness.backends.ort import OrtBackend, OrtCudaBackend
 from harness.backends.reference import ReferenceBackend
 
 FACTORIES = {
     "reference": ReferenceBackend,
+    "openmp": OpenmpBackend,
     "ort": OrtBackend,
     "ort-cuda": OrtCudaBackend,
 }
 # Defaults that are unavailable here (ort-cuda without a GPU) are skipped, their reason recorded.
-DEFAULT = ("reference", "ort", "ort-cuda")
+DEFAULT = ("reference", "openmp", "ort", "ort-cuda")
 
 
 class UnknownBackend(ValueError):

@@ -3,8 +3,9 @@
 Works from the saved state as a training step does: the previous hidden state of each step is read from
 HAll (or initial_h), the gate values z, r, h~ from ZRH, and activation slopes are taken from those
 outputs (sigmoid: z(1 - z), tanh: 1 - h~^2). Only linear_before_reset = 1 needs a product with the saved
-state, H_prev Rh^T + Rbh, which ZRH does not hold. With clip, an entry's slope is zero where its saved
-output sits at f(+-clip), i.e. where the forward clipped (exact for a float64 forward).
+state, H_prev Rh^T + Rbh, which ZRH does not hold. With clip, an entry's slope is zero where the forward
+clipped: the pre-activations are recomputed from X, W, R, B, H_prev and r for that (comparing the saved
+outputs with f(+-clip) would miss clipped entries of a float32 forward, whose outputs are rounded).
 Per step, with dH' the gradient reaching the step's output H':
     dh~ = dH' (1 - z)    dz = dH' (H_prev - h~)    dH_prev = dH' z + (gate terms through R)
 Missing B, initial_h, grad_HAll, grad_Ht are zeros; steps skipped by sequence_lens pass the state
@@ -15,12 +16,10 @@ import numpy as np
 from reference.forward.gru import as_inputs, gru_config, step_order
 
 
-def _slope(act, y, cfg):
+def _slope(act, y, pre, cfg):
+    """Slope of the activation at its output y; zero where the pre-activation was clipped."""
     slope = act.slope(y)
-    if cfg.clip is not None:
-        lo, hi = sorted((float(act(np.float64(-cfg.clip))), float(act(np.float64(cfg.clip)))))
-        slope = np.where((y > lo) & (y < hi), slope, 0.0)
-    return slope
+    return slope if cfg.clip is None else np.where(np.abs(pre) > cfg.clip, 0.0, slope)
 
 
 def gru_grad(X, W, R, B, sequence_lens, initial_h, HAll, ZRH, grad_HAll, grad_Ht, *, hidden_size,
@@ -48,6 +47,8 @@ def gru_grad(X, W, R, B, sequence_lens, initial_h, HAll, ZRH, grad_HAll, grad_Ht
         f, g = cfg.acts[d]
         Rz, Rr, Rh = R[d, :H], R[d, H:2 * H], R[d, 2 * H:]
         Rbh = B[d, 5 * H:]
+        Wz, Wr, Wh = W[d, :H], W[d, H:2 * H], W[d, 2 * H:]
+        Wbz, Wbr, Wbh, Rbz, Rbr = (B[d, k * H:(k + 1) * H] for k in range(5))
         dA = np.zeros((S, Bn, 3 * H))      # gradients of the gate pre-activations, [z | r | h]
         dN = np.zeros((S, Bn, H))          # lbr = 1: gradient of H_prev Rh^T + Rbh
         prev = np.zeros((S, Bn, H))        # H_prev of each step
@@ -65,7 +66,13 @@ def gru_grad(X, W, R, B, sequence_lens, initial_h, HAll, ZRH, grad_HAll, grad_Ht
                 h_prev = np.where(cfg.valid[t_prev][:, None], HAll[t_prev, d], H0[d])
             z, r, h_cand = ZRH[t, d, :, :H], ZRH[t, d, :, H:2 * H], ZRH[t, d, :, 2 * H:]
             d_out = np.where(live, state_grad + gY[t, d], 0.0)
-            da_h = d_out * (1.0 - z) * _slope(g, h_cand, cfg)
+            pre_z = pre_r = pre_h = None
+            if cfg.clip is not None:
+                pre_z = X[t] @ Wz.T + Wbz + h_prev @ Rz.T + Rbz
+                pre_r = X[t] @ Wr.T + Wbr + h_prev @ Rr.T + Rbr
+                recur = r * (h_prev @ Rh.T + Rbh) if cfg.lbr else (r * h_prev) @ Rh.T + Rbh
+                pre_h = X[t] @ Wh.T + Wbh + recur
+            da_h = d_out * (1.0 - z) * _slope(g, h_cand, pre_h, cfg)
             d_prev = d_out * z
             if cfg.lbr:
                 n = h_prev @ Rh.T + Rbh
@@ -77,8 +84,8 @@ def gru_grad(X, W, R, B, sequence_lens, initial_h, HAll, ZRH, grad_HAll, grad_Ht
                 dr = d_rh * h_prev
                 d_prev = d_prev + d_rh * r
                 reset_prev[t] = r * h_prev
-            da_z = d_out * (h_prev - h_cand) * _slope(f, z, cfg)
-            da_r = dr * _slope(f, r, cfg)
+            da_z = d_out * (h_prev - h_cand) * _slope(f, z, pre_z, cfg)
+            da_r = dr * _slope(f, r, pre_r, cfg)
             d_prev = d_prev + da_z @ Rz + da_r @ Rr
             dA[t] = np.concatenate([da_z, da_r, da_h], axis=1)
             prev[t] = h_prev

@@ -1,0 +1,118 @@
+"""The `openmp` backend: our C/OpenMP kernels (csrc/), called through openmp_lib in an isolated worker.
+
+The library checks every input and returns an error status instead of crashing; it still runs in a
+worker like `ort`, so that a kernel bug is a reported crash of one case and not the end of a run.
+Inputs and outputs travel positionally: the library's op descriptors use the ONNX node order, as
+the specs do (harness checks the counts, so a mismatch is an error, not a silent shift).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.backends.base import Backend, Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
+from harness.backends.worker import HandlerError, IsolatedWorker
+
+# A valid input the library does not handle is a capability gap, not a rejection of the input.
+UNSUPPORTED_STATUSES = ("OPC_ERR_UNKNOWN_OP", "OPC_ERR_UNSUPPORTED_DTYPE", "OPC_ERR_NOT_IMPLEMENTED")
+
+
+@dataclass
+class OpenmpBackend(Backend):
+    _worker: IsolatedWorker | None = field(default=None, init=False, repr=False)
+    _info: dict | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.name = "openmp"
+
+    @property
+    def worker(self) -> IsolatedWorker:
+        if self._worker is None:
+            self._worker = IsolatedWorker("harness.backends.openmp:handle", self.timeout)
+        return self._worker
+
+    def info(self) -> dict:
+        """build_info() of the library plus every op's descriptor, from the worker (cached)."""
+        if self._info is None:
+            try:
+                reply = self.worker.call({"call": "info"}, timeout=60)
+            except HandlerError as e:
+                reply = {"error": str(e)}
+            if isinstance(reply, (Crashed, TimedOut)):
+                reply = {"error": f"worker died while loading the kernel library: {reply}"}
+            self._info = reply
+        return self._info
+
+    def availability(self) -> str | None:
+        info = self.info()
+        if "error" in info:
+            return f"the C kernel library does not load: {info['error']} (reinstall: pip install -e .)"
+        return None
+
+    def run(self, request: Request):
+        op = self.info().get("ops", {}).get(request.spec.op)
+        if op is None:
+            return Unsupported(f"the C kernel library has no {request.spec.op}")
+        if len(request.inputs) > len(op["inputs"]) or len(request.outputs) != len(op["outputs"]):
+            return Rejected(f"{request.spec.op}: the spec has {len(request.inputs)} inputs and "
+                            f"{len(request.outputs)} outputs; the C library has {len(op['inputs'])} and "
+                            f"{len(op['outputs'])}")
+        inputs = list(request.inputs) + [None] * (len(op["inputs"]) - len(request.inputs))
+        try:
+            reply = self.worker.call({"call": "run", "op": request.spec.op, "inputs": inputs,
+                                      "attributes": request.attributes, "outputs": list(request.outputs),
+                                      "threads": self.threads},
+                                     timeout=min(self.timeout, request.timeout or self.timeout))
+        except HandlerError as e:
+            return _classify(e)
+        if isinstance(reply, (Crashed, TimedOut)):
+            return reply
+        return Outputs(reply)
+
+    def probe(self, request: Request) -> Support:
+        """The library declares its dtypes per op: what it declares is what it runs (its own kernels)."""
+        op = self.info().get("ops", {}).get(request.spec.op)
+        if "error" in self.info():
+            return Support("unavailable", reason=self.info()["error"])
+        if op is None:
+            return Support("not_registered", reason=f"the C kernel library has no {request.spec.op}")
+        if request.dtype not in op["dtypes"]:
+            return Support("no_kernel", reason=f"the C kernels of {request.spec.op} take {', '.join(op['dtypes'])}")
+        return Support("supported", "kernel", f"C kernel for {request.dtype}")
+
+    def environment(self) -> dict:
+        info = self.info()
+        if "error" in info:
+            return {"kernels": "unavailable", "error": info["error"]}
+        return {**info["build"], "threads": self.threads}
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+
+
+def _classify(e: HandlerError) -> Rejected | Unsupported:
+    if e.cls == "KernelError":
+        status, _, message = e.message.partition("|")
+        if status in UNSUPPORTED_STATUSES:
+            return Unsupported(f"{status}: {message}")
+        return Rejected(f"{status}: {message}")
+    return Rejected(f"{e.cls}: {e.message}")
+
+
+# ---- inside the worker ------------------------------------------------------------------------
+
+
+class KernelError(Exception):
+    """openmp_lib.KernelError, flattened to 'STATUS_NAME|message' for the trip to the parent."""
+
+
+def handle(request: dict):
+    from harness.backends import openmp_lib
+
+    if request["call"] == "info":
+        return {"build": openmp_lib.build_info(), "ops": {op: openmp_lib.op_info(op) for op in openmp_lib.ops()}}
+    try:
+        return openmp_lib.run(request["op"], request["inputs"], request["attributes"],
+                              want_outputs=request["outputs"], threads=request["threads"])
+    except openmp_lib.KernelError as e:
+        raise KernelError(f"{e.status_name}|{e.message}") from None
