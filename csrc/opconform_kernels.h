@@ -141,6 +141,10 @@ OPC_API int32_t opc_run(const char *op,
                         int32_t threads,
                         char *err, size_t err_len);
 
+/* Benchmark helper: a[i] = b[i] + s * c[i] on `threads` OpenMP threads (STREAM triad); no checks
+ * beyond NULL pointers and n <= 0 (both make it return without touching memory). */
+OPC_API void opc_triad_f32(float *a, const float *b, const float *c, float s, int64_t n, int32_t threads);
+
 /* Build facts as a JSON object text (compiler, flags, OpenMP version, BLAS, sanitizers). */
 OPC_API const char *opc_build_info(void);
 OPC_API int32_t opc_abi_version(void);

@@ -71,6 +71,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bench", type=Path, metavar="FILE", help="benchmark JSON (default RUN_DIR/bench.json if present)")
     p.set_defaults(func=cmd_report)
 
+    p = sub.add_parser("bench", help="time openmp, ort, torch and reference on the same inputs; ratios and GB/s, GFLOP/s")
+    _add_spec_option(p)
+    p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs (default: every op with a benchmark)")
+    p.add_argument("--sizes", type=_comma_list, help="size labels or globs: small, medium, large, large-* (default: all)")
+    p.add_argument("--backends", type=_comma_list, help="default: openmp, ort, torch, reference (those available)")
+    p.add_argument("--threads", type=int, default=2, help="threads for every backend and the limits (default 2)")
+    p.add_argument("--bandwidth", action="store_true",
+                   help="also measure the machine's limits: a STREAM-like triad (GB/s) and sgemm (GFLOP/s)")
+    p.add_argument("--quick", action="store_true", help="a few repetitions only, to check the command works")
+    p.add_argument("--out", type=Path, metavar="FILE",
+                   help="the JSON written (default reports/bench-<date>-<time>/bench.json); "
+                        "`opconform report RUN_DIR --bench FILE` shows it")
+    p.set_defaults(func=cmd_bench)
+
     p = sub.add_parser("probe", help="print what each backend really runs per op x dtype (kernel, function body, cast, ...)")
     _add_spec_option(p)
     p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs (default: all)")
@@ -210,6 +224,27 @@ def cmd_report(args) -> int:
     except ReportError as e:
         raise UsageError(str(e)) from None
     print(f"report: {out}")
+    return EXIT_OK
+
+
+def cmd_bench(args) -> int:
+    import datetime
+
+    from harness.bench.runner import BACKENDS, BenchError, BenchOptions, main_log, run_bench, table
+
+    if args.threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {args.threads}")
+    out = args.out or Path("reports") / f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}" / "bench.json"
+    options = BenchOptions(ops=args.ops, sizes=args.sizes, backends=args.backends or list(BACKENDS),
+                           threads=args.threads, bandwidth=args.bandwidth, quick=args.quick, out=out)
+    try:
+        doc = run_bench(load(args), options, log=main_log)
+    except BenchError as e:
+        raise UsageError(str(e)) from None
+    print(table(doc))
+    for problem in doc["problems"]:
+        print(f"problem: {problem}")
+    print(f"bench: {out}")
     return EXIT_OK
 
 

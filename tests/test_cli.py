@@ -22,7 +22,7 @@ def test_run_smoke_writes_results_and_exits_zero(capsys, tmp_path):
     records = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert {r["op"] for r in records} == {"ReluGrad", "GeluGrad", "FastGeluGrad", "QuickGeluGrad"}
-    assert {r["backend"] for r in records} == {"reference", "ort"}
+    assert {r["backend"] for r in records} == {"reference", "openmp", "ort"}
     assert summary["complete"] and summary["verdict"] == {"passed": True, "reasons": []}
     assert summary["results"] == len(records)
     assert "verdict: PASS" in out and "ReluGrad" in out

@@ -13,7 +13,8 @@ from harness.plugin import marker
 from harness.spec.loader import load_catalog
 from test_codegen import make_project, run_pytest
 
-SELECT = "smoke and (TanhGrad or ReluGrad or SigmoidGrad)"
+# Only ort's waivers are under test: openmp, which also fails against the edited reference, stays out.
+SELECT = "smoke and (TanhGrad or ReluGrad or SigmoidGrad) and not openmp"
 OPS = ("TanhGrad", "ReluGrad", "SigmoidGrad")
 
 

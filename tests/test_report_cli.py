@@ -58,7 +58,8 @@ def test_repro_commands_rerun_exactly_their_case(capsys, tmp_path):
 
 
 def test_baseline_diff_between_two_runs(capsys, tmp_path, spec_copy):
-    common = ["--specs", str(spec_copy), "--ops", "TanhGrad,ReluGrad", "--tier", "smoke", "--no-progress"]
+    common = ["--specs", str(spec_copy), "--ops", "TanhGrad,ReluGrad", "--tier", "smoke", "--no-progress",
+              "--backends", "reference,ort"]
     assert main(["run", *common, "--out", str(tmp_path / "before")]) == 0
     # Break TanhGrad's reference (ORT's right answers now fail) and change ReluGrad's case list.
     edit(spec_copy / "com.microsoft" / "TanhGrad.yaml", "activations:tanh_grad", "activations:sigmoid_grad")

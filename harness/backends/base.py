@@ -95,6 +95,17 @@ class Backend:
         cannot run still shows as unsupported when run() returns Unsupported."""
         return Support("supported", "assumed", f"{self.name} has no capability probe; assumed to run what it accepts")
 
+    def time(self, request: Request, budget: dict) -> list[float] | Outcome:
+        """Seconds per call of the request, repeated as harness.bench.timing.Budget(**budget) says
+        (`opconform bench`), or the outcome that kept it from running. This default times run() in
+        this process; worker-based backends time inside their worker, without the round trip."""
+        from harness.bench.timing import Budget, repeat
+
+        outcome = self.run(request)
+        if not isinstance(outcome, Outputs):
+            return outcome
+        return repeat(lambda: self.run(request), Budget(**budget))
+
     def environment(self) -> dict:
         return {}
 

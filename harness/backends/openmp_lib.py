@@ -290,6 +290,16 @@ def run(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, Any] |
     benchmarks that should not time page faults of fresh allocations; their dtype and shape must be
     the inferred ones (else KernelError OPC_ERR_OUTPUT_MISMATCH).
     """
+    call, arrays = prepare(op, inputs, attrs, want_outputs, threads, out)
+    call()
+    return arrays
+
+
+def prepare(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, Any] | None = None,
+            want_outputs: Sequence[bool] | None = None, threads: int = 1,
+            out: Sequence[np.ndarray | None] | None = None) -> tuple[Any, list[np.ndarray | None]]:
+    """(call, outputs): the marshalling of run() done once; each call() runs the C kernel into the
+    same output arrays (raising KernelError on a non-OK status). Benchmarks time call() alone."""
     lib = load()
     call = _Call(inputs, attrs)
     n_out = _n_outputs(lib, op)
@@ -327,8 +337,11 @@ def run(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, Any] |
         outs[i].dtype, outs[i].rank, outs[i].shape = code, a.ndim, dims
         outs[i].data = a.__array_interface__["data"][0] or ctypes.addressof(dims)
         arrays.append(a)
-    status = lib.opc_run(op.encode(), call.n_in, call.inputs, call.n_attr, call.attrs, n_out, outs,
-                         int(threads), err, len(err))
-    if status:
-        _raise(lib, status, err)
-    return arrays
+    name, opc_run = op.encode(), lib.opc_run
+
+    def run_kernel() -> None:
+        status = opc_run(name, call.n_in, call.inputs, call.n_attr, call.attrs, n_out, outs, int(threads), err, len(err))
+        if status:
+            _raise(lib, status, err)
+
+    return run_kernel, arrays

@@ -26,6 +26,9 @@ def classify_error(phase: str, cls: str, message: str) -> Rejected | Unsupported
     return Rejected(f"{cls} at {phase}: {message}")
 
 
+BENCH_TIMEOUT = 900.0  # seconds for all repetitions of one benchmark
+
+
 @dataclass
 class OrtBackend(Backend):
     provider: str = "CPUExecutionProvider"
@@ -76,6 +79,16 @@ class OrtBackend(Backend):
             return reply
         fetched = iter(a.astype(dtypes.NUMPY[d], copy=False) for a, d in zip(reply, model.fetch_dtypes))
         return Outputs([next(fetched) if wanted else None for wanted in request.outputs])
+
+    def time(self, request: Request, budget: dict):
+        model = onnx_model.build(request)
+        try:
+            reply = self.worker.call({"call": "bench", "model": model.model, "feeds": model.feeds,
+                                      "fetches": model.fetches, "threads": self.threads, "provider": self.provider,
+                                      "budget": budget}, timeout=BENCH_TIMEOUT)
+        except HandlerError as e:
+            return classify_error(*_error_parts(e))
+        return reply
 
     def probe(self, request: Request) -> Support:
         """Kernel, function body or inserted casts, from a profiled run of the request (harness.backends.ort_probe)."""

@@ -18,6 +18,8 @@ def handle(request: dict):
     """The worker's entry point: {'call': 'info'}, {'call': 'run', ...}, {'call': 'probe', ...} or {'call': 'cuda'}."""
     if request["call"] == "probe":
         return probe(request)
+    if request["call"] == "bench":
+        return bench(request)
     if request["call"] == "cuda":
         return cuda_check(request.get("session", False))
     return info() if request["call"] == "info" else run(request)
@@ -30,7 +32,7 @@ def info() -> dict:
             "training": hasattr(ort.capi._pybind_state, "GradientGraphBuilder")}
 
 
-def run(request: dict) -> list:
+def _cached_session(request: dict):
     import onnxruntime as ort
 
     key = (hashlib.sha256(request["model"]).hexdigest(), request["threads"], request["provider"])
@@ -38,10 +40,24 @@ def run(request: dict) -> list:
     if session is None:
         session = _session(ort, request, _options(ort, request))
         _sessions[key] = session
+    return session
+
+
+def run(request: dict) -> list:
+    session = _cached_session(request)
     try:
         return session.run(request["fetches"], request["feeds"])
     except Exception as e:
         raise OrtError(f"run|{type(e).__name__}|{e}") from None
+
+
+def bench(request: dict) -> list[float]:
+    """Seconds per session.run of the request (opconform bench), after one checked run."""
+    from harness.bench.timing import Budget, repeat
+
+    run(request)
+    session = _cached_session(request)
+    return repeat(lambda: session.run(request["fetches"], request["feeds"]), Budget(**request["budget"]))
 
 
 def _options(ort, request: dict):

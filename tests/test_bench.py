@@ -1,0 +1,92 @@
+"""`opconform bench`: figures for every selected workload and backend, in the report's schema, with
+problems recorded instead of ending the run. Timings are never asserted (a benchmark, not a timed test)."""
+import json
+
+import pytest
+
+from harness.backends.base import Crashed
+from harness.bench import runner
+from harness.bench.runner import BenchError, BenchOptions, run_bench, select, table
+from harness.bench.workloads import WORKLOADS
+from harness.cli import main
+from harness.report import bench as report_bench
+
+
+def test_every_workload_has_a_spec_and_valid_inputs(catalog):
+    import numpy as np
+
+    from harness.backends.reference import ReferenceBackend
+    from harness.contract import input_problems
+
+    ops = {s.op for s in catalog.specs}
+    for w in (w for w in WORKLOADS if w.size == "small"):
+        assert w.op in ops
+        spec = catalog.by_op(w.op)
+        inputs = dict(zip([i.name for i in spec.inputs], w.make(np.random.default_rng(0))))
+        assert input_problems(spec, inputs, w.attributes) == [], (w.op, w.size)
+        assert (w.bytes is None) != (w.flops is None)  # each row states exactly one throughput basis
+    assert {w.op for w in WORKLOADS} == ops  # every op with a spec has a benchmark
+
+
+def test_cli_writes_the_report_schema(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--quick", "--sizes", "small", "--ops", "ReluGrad,SoftmaxGrad_13,ConvGrad",
+                 "--backends", "openmp,reference", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "ReluGrad" in printed and "ConvGrad" in printed and f"bench: {out}" in printed
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "opconform-bench/1" and doc["threads"] == 2
+    assert [(r["op"], r["size"]) for r in doc["results"]] == [
+        ("ReluGrad", "small"), ("SoftmaxGrad_13", "small"), ("ConvGrad", "small")]
+    for row in doc["results"]:
+        assert set(row["median_s"]) == {"openmp", "reference"} and all(t > 0 for t in row["median_s"].values())
+        basis, per_s = ("bytes", "gbs") if row["bytes"] else ("flops", "gflops")
+        assert row[per_s]["openmp"] == pytest.approx(row[basis] / row["median_s"]["openmp"] / 1e9)
+    parsed = report_bench.parse(doc, str(out))  # what the HTML report will show
+    assert parsed.problems == [] and len(parsed.rows) == 3 and parsed.backends == ["openmp", "reference"]
+    assert "kernels compiler" in parsed.environment
+
+
+def test_limits_are_measured_and_shown(catalog, tmp_path):
+    out = tmp_path / "b.json"
+    doc = run_bench(catalog, BenchOptions(ops=["ReluGrad"], sizes=["small"], backends=["openmp"], bandwidth=True,
+                                          quick=True, out=out), log=lambda message: None)
+    limits = json.loads(out.read_text())["limits"]
+    assert limits["triad_gbs"] > 0.1 and limits["sgemm_gflops"] > 0.1
+    assert "% of limit" in table(doc) and f"triad {limits['triad_gbs']:.1f} GB/s" in table(doc)
+
+
+def test_a_crashing_backend_is_a_problem_not_the_end(catalog, tmp_path, monkeypatch):
+    class Crashing:
+        name = "openmp"
+
+        def availability(self):
+            return None
+
+        def time(self, request, budget):
+            return Crashed("SIGSEGV", "boom")
+
+        def environment(self):
+            return {}
+
+        def close(self):
+            pass
+
+    real_create = runner.create
+    monkeypatch.setattr(runner, "create", lambda name, threads: Crashing() if name == "openmp" else real_create(name, threads=threads))
+    out = tmp_path / "b.json"
+    doc = run_bench(catalog, BenchOptions(ops=["ReluGrad", "TanhGrad"], sizes=["small"], backends=["openmp", "reference"],
+                                          quick=True, out=out), log=lambda message: None)
+    assert [r["op"] for r in doc["results"]] == ["ReluGrad", "TanhGrad"]  # both measured on reference
+    assert all("reference" in r["median_s"] and "openmp" not in r["median_s"] for r in doc["results"])
+    assert any("ReluGrad small on openmp" in p and "SIGSEGV" in p for p in doc["problems"])
+    assert json.loads(out.read_text())["problems"] == doc["problems"]
+
+
+def test_bad_selection_is_a_usage_error(capsys):
+    with pytest.raises(BenchError, match="no benchmark matches"):
+        select(BenchOptions(ops=["NoSuchGrad"]))
+    assert main(["bench", "--ops", "NoSuchGrad", "--quick"]) == 2
+    assert "no benchmark matches" in capsys.readouterr().err
+    assert main(["bench", "--backends", "openmp,nope", "--quick", "--sizes", "small"]) == 2
