@@ -25,7 +25,7 @@ def test_every_workload_has_a_spec_and_valid_inputs(catalog):
         inputs = dict(zip([i.name for i in spec.inputs], w.make(np.random.default_rng(0))))
         assert input_problems(spec, inputs, w.attributes) == [], (w.op, w.size)
         assert (w.bytes is None) != (w.flops is None)  # each row states exactly one throughput basis
-    assert {w.op for w in WORKLOADS} == ops  # every op with a spec has a benchmark
+    assert {w.op for w in WORKLOADS} <= ops  # a new op may come without a benchmark
 
 
 def test_cli_writes_the_report_schema(tmp_path, capsys):
