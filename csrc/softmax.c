@@ -134,11 +134,55 @@ int32_t opc_prep_logsoftmax13(opc_call *c, void *p, opc_shape *o) { return prep(
         }                                                                                         \
     }
 
-/* float32 sums in double: sum(Y * dY) of dY near FLT_MAX overflows a float accumulator (ORT's defect) */
-KERNELS(f32, float, double, LD_ID, ST_F32, opc_expf)
+KERNELS(f32, float, float, LD_ID, ST_F32, opc_expf)
 KERNELS(f64, double, double, LD_ID, ST_F64, exp)
 KERNELS(f16, uint16_t, float, LD_F16, ST_F16, opc_expf)
 KERNELS(bf16, uint16_t, float, LD_BF16, ST_BF16, opc_expf)
+
+/* float32 and bfloat16 have float's range, so float sums of dY near FLT_MAX can overflow where the
+ * exact result is finite (ORT's float32 defect). Accumulating in double throughout would cost the
+ * vectorised expf (LogSoftmax ran ~7x slower), so the float path runs first and a row (or strided
+ * block) whose output holds an inf or NaN is recomputed with double accumulation, which gives the
+ * same inf/NaN where the inputs call for it. Each row decides alone: thread-split invariant. */
+KERNELS(f32w, float, double, LD_ID, ST_F32, opc_expf)
+KERNELS(bf16w, uint16_t, double, LD_BF16, ST_BF16, opc_expf)
+
+#define LD_F32(p, i) (p)[i]
+#define CHECKED(SFX, ST, TOF)                                                                     \
+    CLONES static bool finite_##SFX(const ST *o, int64_t rows, int64_t len, int64_t stride) {     \
+        int bad = 0;                                                                              \
+        for (int64_t d = 0; d < rows; d++)                                                        \
+            for (int64_t j = 0; j < len; j++) {                                                   \
+                float v = TOF(o + d * stride, j);                                                 \
+                bad |= !(v - v == 0.0f); /* inf - inf and NaN - NaN are NaN */                    \
+            }                                                                                     \
+        return !bad;                                                                              \
+    }                                                                                             \
+    static void rows_##SFX##_checked(const ST *dy, const ST *y, ST *dx, int64_t r0, int64_t r1,  \
+                                     int64_t D, bool log) {                                       \
+        int64_t step = D >= 4096 ? 1 : 4096 / (D > 0 ? D : 1); /* rows checked while in cache */  \
+        for (int64_t r = r0; r < r1; r += step) {                                                 \
+            int64_t re = r + step < r1 ? r + step : r1;                                           \
+            rows_##SFX(dy, y, dx, r, re, D, log);                                                 \
+            if (finite_##SFX(dx + r * D, 1, (re - r) * D, 0)) continue;                           \
+            for (int64_t k = r; k < re; k++)                                                      \
+                if (!finite_##SFX(dx + k * D, 1, D, 0)) rows_##SFX##w(dy, y, dx, k, k + 1, D, log); \
+        }                                                                                         \
+    }                                                                                             \
+    static void cols_##SFX##_checked(const ST *dy, const ST *y, ST *dx, int64_t it0, int64_t it1, \
+                                     int64_t D, int64_t inner, bool log) {                        \
+        int64_t nb = (inner + JB - 1) / JB;                                                       \
+        for (int64_t it = it0; it < it1; it++) {                                                  \
+            cols_##SFX(dy, y, dx, it, it + 1, D, inner, log);                                     \
+            int64_t ob = it / nb, j0 = (it % nb) * JB;                                            \
+            int64_t jn = inner - j0 < JB ? inner - j0 : JB;                                       \
+            if (!finite_##SFX(dx + ob * D * inner + j0, D, jn, inner))                            \
+                cols_##SFX##w(dy, y, dx, it, it + 1, D, inner, log);                              \
+        }                                                                                         \
+    }
+
+CHECKED(f32, float, LD_F32)
+CHECKED(bf16, uint16_t, LD_BF16)
 
 static void run_items(const sm_plan *p, const void *dy, const void *y, void *dx, int64_t lo,
                       int64_t hi) {
@@ -147,10 +191,10 @@ static void run_items(const sm_plan *p, const void *dy, const void *y, void *dx,
     if (rows) rows_##SFX((const ST *)dy, (const ST *)y, (ST *)dx, lo, hi, p->D, p->log);          \
     else cols_##SFX((const ST *)dy, (const ST *)y, (ST *)dx, lo, hi, p->D, p->inner, p->log);
     switch (p->dtype) {
-    case OPC_FLOAT: DISPATCH(f32, float) break;
+    case OPC_FLOAT: DISPATCH(f32_checked, float) break;
     case OPC_DOUBLE: DISPATCH(f64, double) break;
     case OPC_FLOAT16: DISPATCH(f16, uint16_t) break;
-    case OPC_BFLOAT16: DISPATCH(bf16, uint16_t) break;
+    case OPC_BFLOAT16: DISPATCH(bf16_checked, uint16_t) break;
     default: break;
     }
 #undef DISPATCH

@@ -150,3 +150,25 @@ def test_bad_inputs(lib, op):
         assert e.value.status_name == status and frag in e.value.message, e.value.message
     with pytest.raises(lib.KernelError, match="must be of type int"):
         lib.run(op, [a, a], {"axis": 1.0})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("shape,axis", [((4, 16), -1), ((3, 16, 5), 1), ((600, 8), 1)])
+@pytest.mark.parametrize("op", OPS)
+def test_sums_beyond_float_range_stay_finite(lib, rng, op, shape, axis, dtype):
+    """dY near FLT_MAX: a float sum overflows where the exact result is finite; the kernels redo such
+    rows with double sums (float32 and bfloat16 share float's range), bitwise the same at any thread count."""
+    dy, y = make(rng, op, shape, axis, np.float64)
+    big = np.finfo(np.float32).max * 0.75
+    dy[..., ::3] = np.where(rng.random(dy[..., ::3].shape) < 0.5, big, -big)
+    dy, y = dy.astype(dtype), y.astype(dtype)
+    expected = ref(op, dy, y, axis)
+    representable = np.abs(expected) < float(ml_dtypes.finfo(dtype).max)
+    (dx,) = lib.run(op, [dy, y], {"axis": axis}, threads=1)
+    assert np.isfinite(dx.astype(np.float64)[representable]).all(), f"{op}: a finite result came back inf/NaN"
+    scale = np.abs(dy.astype(np.float64)).max()
+    np.testing.assert_allclose(dx.astype(np.float64)[representable], expected[representable],
+                               rtol=1e-2 if dtype == BF16 else 1e-5, atol=scale * (1e-2 if dtype == BF16 else 1e-6))
+    for threads in (2, 3):
+        (again,) = lib.run(op, [dy, y], {"axis": axis}, threads=threads)
+        assert again.tobytes() == dx.tobytes()
