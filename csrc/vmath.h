@@ -37,6 +37,20 @@ static inline float opc_expm1_poly(float r) {
     return p * r;
 }
 
+/* exp(r) for |r| <= ln2/2 as 1 + r P(r), P of degree 5 fitted for this project (Lawson-weighted
+ * least squares on Chebyshev nodes, minimising relative error): fit error 2e-9, float32 evaluation
+ * within 1.6e-7 relative (about 1.5 ulp). Six FMAs instead of the Taylor expm1's nine operations:
+ * the vectorised loops of the GELU gradients and LogSoftmaxGrad spend much of their time here. */
+static inline float opc_exp_poly(float r) {
+    float p = 0.0013843653723597527f;
+    p = OPC_FMA(p, r, 0.00837415549904108f);
+    p = OPC_FMA(p, r, 0.04166800156235695f);
+    p = OPC_FMA(p, r, 0.16666431725025177f);
+    p = OPC_FMA(p, r, 0.4999999403953552f);
+    p = OPC_FMA(p, r, 1.0f);
+    return OPC_FMA(p, r, 1.0f);
+}
+
 /* Range reduction x = n ln2 + r; returns r and n (NaN x gives n = 0, r = NaN). */
 static inline float opc_exp_reduce(float x, float *n_out) {
     float xc = x > 88.8f ? 88.8f : x;        /* exp(88.8) overflows to inf, as it should */
@@ -52,7 +66,7 @@ static inline float opc_exp_reduce(float x, float *n_out) {
 /* 2^n for integral n in [-126, 128] as two factors (each a normal float). */
 static inline float opc_pow2_scale(float v, float n) {
     int32_t k = (int32_t)n;
-    int32_t k1 = k / 2, k2 = k - k1;
+    int32_t k1 = k >> 1, k2 = k - k1; /* floor halves: both in [-63, 64] */
     float s1 = opc_bits_to_f32((uint32_t)(k1 + 127) << 23);
     float s2 = opc_bits_to_f32((uint32_t)(k2 + 127) << 23);
     return (v * s1) * s2;
@@ -63,7 +77,7 @@ static inline float opc_pow2_scale(float v, float n) {
 static inline float opc_expf(float x) {
     float n;
     float r = opc_exp_reduce(x, &n);
-    float v = opc_pow2_scale(opc_expm1_poly(r) + 1.0f, n);
+    float v = opc_pow2_scale(opc_exp_poly(r), n);
     return x < -87.0f ? 0.0f : v;
 }
 
