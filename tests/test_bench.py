@@ -54,7 +54,9 @@ def test_limits_are_measured_and_shown(catalog, tmp_path):
                                           quick=True, out=out), log=lambda message: None)
     limits = json.loads(out.read_text())["limits"]
     assert limits["triad_gbs"] > 0.1 and limits["triad_4m_gbs"] > 0.1 and limits["sgemm_gflops"] > 0.1
-    assert "% of limit" in table(doc) and f"triad {limits['triad_gbs']:.1f} GB/s" in table(doc)
+    assert f"triad {limits['triad_gbs']:.1f} GB/s" in table(doc)
+    row = doc["results"][0]  # a memory-bound row: compared with a triad on its own bytes, timed beside it
+    assert row["triad_gbs"] > 0.1 and f"({row['gbs']['openmp'] / row['triad_gbs']:4.0%} of limit)" in table(doc)
 
 
 def test_a_crashing_backend_is_a_problem_not_the_end(catalog, tmp_path, monkeypatch):
@@ -90,3 +92,31 @@ def test_bad_selection_is_a_usage_error(capsys):
     assert main(["bench", "--ops", "NoSuchGrad", "--quick"]) == 2
     assert "no benchmark matches" in capsys.readouterr().err
     assert main(["bench", "--backends", "openmp,nope", "--quick", "--sizes", "small"]) == 2
+
+
+def test_backends_interleave_in_rounds(catalog, monkeypatch):
+    calls = []
+
+    class Recording:
+        def __init__(self, name, seconds):
+            self.name, self.seconds = name, seconds
+
+        def availability(self):
+            return None
+
+        def time(self, request, budget):
+            calls.append((self.name, budget["warmup"]))
+            return [self.seconds] * budget["min_reps"]
+
+        def environment(self):
+            return {}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(runner, "create", lambda name, threads: Recording(name, {"openmp": 0.001, "ort": 0.004}[name]))
+    doc = run_bench(catalog, BenchOptions(ops=["ReluGrad"], sizes=["small"], backends=["openmp", "ort"]),
+                    log=lambda message: None)
+    assert calls == [("openmp", 3), ("ort", 3), ("openmp", 1), ("ort", 1), ("openmp", 1), ("ort", 1)]
+    row = doc["results"][0]
+    assert row["median_s"] == {"openmp": 0.001, "ort": 0.004}  # the rounds' samples pooled

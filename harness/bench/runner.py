@@ -19,7 +19,7 @@ import numpy as np
 from harness import environment
 from harness.backends import create
 from harness.backends.base import Request
-from harness.bench.limits import sgemm_gflops, triad_gbs
+from harness.bench.limits import sgemm_gflops, triad_call, triad_gbs
 from harness.bench.timing import QUICK, Budget, median_and_spread, repeat
 from harness.bench.workloads import ELEMENTWISE_SIZES, WORKLOADS, Workload
 
@@ -95,7 +95,8 @@ def run_bench(catalog, options: BenchOptions, log=print) -> dict:
             _measure_limits(doc, options.threads, budget, log)
             _save(doc, options.out)
         for w in workloads:
-            doc["results"].append(_bench_one(catalog, w, backends, torch, budget, problems, log))
+            doc["results"].append(_bench_one(catalog, w, backends, torch, budget, problems, log,
+                                             options.threads, options.bandwidth))
             _save(doc, options.out)
     finally:
         for backend in backends.values():
@@ -130,21 +131,40 @@ def _seed(w: Workload) -> int:
     return int.from_bytes(hashlib.sha256(f"{w.op}/{w.size}".encode()).digest()[:8], "little")
 
 
-def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, problems: list, log) -> dict:
+def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, problems: list, log,
+               threads: int = 1, bandwidth: bool = False) -> dict:
     spec = catalog.by_op(w.op)
     inputs = w.make(np.random.default_rng(_seed(w)))
     request = Request(spec, "float32", inputs, dict(w.attributes), (True,) * len(spec.outputs))
     row = {"op": w.op, "size": w.size, "dtype": "float32", "shape": w.shape, "bytes": w.bytes, "flops": w.flops,
            "median_s": {}, "spread": {}, "gbs": {}, "gflops": {}}
-    for name, backend in backends.items():
-        times = backend.time(request, (QUICK if name == "reference" else budget).as_dict())
-        if isinstance(times, list):
-            _record(row, name, times)
-        else:
-            problems.append(f"{w.op} {w.size} on {name}: {times}")
-            log(f"  {w.op} {w.size} on {name}: {times}")
-    if torch is not None and w.torch is not None:
-        _record(row, "torch", repeat(w.torch(inputs), budget))
+    # Rounds interleave the backends (openmp, ort, ..., torch, then again), so a change in the
+    # machine's load during one workload shifts every backend's samples alike, not one ratio.
+    samples: dict[str, list[float]] = {}
+    failed: set[str] = set()
+    triad = triad_call(threads, w.bytes // 12) if bandwidth and w.bytes else None
+    for round_ in range(budget.rounds):
+        share = budget.per_round(first=round_ == 0)
+        for name, backend in backends.items():
+            if name in failed or (name == "reference" and round_ > 0):  # the reference: one quick round
+                continue
+            times = backend.time(request, (QUICK if name == "reference" else share).as_dict())
+            if isinstance(times, list):
+                samples.setdefault(name, []).extend(times)
+            else:
+                failed.add(name)
+                samples.pop(name, None)
+                problems.append(f"{w.op} {w.size} on {name}: {times}")
+                log(f"  {w.op} {w.size} on {name}: {times}")
+        if torch is not None and w.torch is not None:
+            samples.setdefault("torch", []).extend(repeat(w.torch(inputs), share))
+        if triad is not None:
+            samples.setdefault("triad", []).extend(repeat(triad, share))
+    for name in [*backends, "torch"]:
+        if name in samples:
+            _record(row, name, samples[name])
+    if triad is not None:  # the machine's bandwidth on the same bytes, measured in the same rounds
+        row["triad_gbs"] = w.bytes / median_and_spread(samples["triad"])[0] / 1e9
     log(_line(row))
     return row
 
@@ -180,8 +200,8 @@ def _ratio(row: dict, peer: str) -> str:
 def _throughput(row: dict, limits: dict | None = None) -> str:
     if "openmp" in row["gflops"]:
         value, unit, limit = row["gflops"]["openmp"], "GFLOP/s", (limits or {}).get("sgemm_gflops")
-    elif "openmp" in row["gbs"]:
-        value, unit, limit = row["gbs"]["openmp"], "GB/s", (limits or {}).get("triad_gbs")
+    elif "openmp" in row["gbs"]:  # against the triad on the same bytes when it ran beside the row
+        value, unit, limit = row["gbs"]["openmp"], "GB/s", row.get("triad_gbs", (limits or {}).get("triad_gbs"))
     else:
         return ""
     return f"{value:7.1f} {unit}" + (f" ({value / limit:4.0%} of limit)" if limit else "")
@@ -205,7 +225,8 @@ def table(doc: dict) -> str:
     if limits:
         lines.append(f"limits at {doc['threads']} thread(s): triad {limits['triad_gbs']:.1f} GB/s "
                      f"(on 4M floats: {limits['triad_4m_gbs']:.1f} GB/s), sgemm {limits['sgemm_gflops']:.1f} GFLOP/s; "
-                     f"'% of limit' is against the first triad or sgemm")
+                     f"'% of limit': memory-bound rows against a "
+                     f"triad on the same bytes timed in the same rounds, the others against sgemm")
     lines.append("medians of repeated calls; /ort and /torch are openmp's median over the peer's (below 1: openmp faster)")
     return "\n".join(lines)
 

@@ -4,7 +4,7 @@ machines are shared and noisy."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -12,15 +12,21 @@ import numpy as np
 @dataclass(frozen=True)
 class Budget:
     warmup: int = 3
-    min_reps: int = 10
+    min_reps: int = 12
     max_reps: int = 300
-    seconds: float = 1.0
+    seconds: float = 1.2
+    rounds: int = 3  # the bench interleaves backends in this many rounds, sharing reps and seconds
+
+    def per_round(self, first: bool) -> "Budget":
+        """One round's share; warm-up calls only in the first round."""
+        return replace(self, warmup=self.warmup if first else 1, min_reps=max(1, self.min_reps // self.rounds),
+                       max_reps=max(1, self.max_reps // self.rounds), seconds=self.seconds / self.rounds, rounds=1)
 
     def as_dict(self) -> dict:  # crosses into worker processes
         return asdict(self)
 
 
-QUICK = Budget(warmup=1, min_reps=3, max_reps=10, seconds=0.5)  # the reference, or `bench --quick`
+QUICK = Budget(warmup=1, min_reps=3, max_reps=10, seconds=0.5, rounds=1)  # the reference, or `bench --quick`
 
 
 def repeat(call, budget: Budget) -> list[float]:
