@@ -15,7 +15,6 @@ from harness.report import bench as report_bench
 def test_every_workload_has_a_spec_and_valid_inputs(catalog):
     import numpy as np
 
-    from harness.backends.reference import ReferenceBackend
     from harness.contract import input_problems
 
     ops = {s.op for s in catalog.specs}

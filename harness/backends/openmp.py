@@ -7,10 +7,10 @@ the specs do (harness checks the counts, so a mismatch is an error, not a silent
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from harness.backends.base import Backend, Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
-from harness.backends.worker import HandlerError, IsolatedWorker
+from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
+from harness.backends.worker import HandlerError, WorkerBackend
 
 BENCH_TIMEOUT = 900.0  # seconds for all repetitions of one benchmark
 # A valid input the library does not handle is a capability gap, not a rejection of the input.
@@ -18,30 +18,12 @@ UNSUPPORTED_STATUSES = ("OPC_ERR_UNKNOWN_OP", "OPC_ERR_UNSUPPORTED_DTYPE", "OPC_
 
 
 @dataclass
-class OpenmpBackend(Backend):
-    _worker: IsolatedWorker | None = field(default=None, init=False, repr=False)
-    _info: dict | None = field(default=None, init=False, repr=False)
+class OpenmpBackend(WorkerBackend):
+    HANDLER = "harness.backends.openmp:handle"
+    LOADING = "loading the C kernel library"  # info(): build_info() plus every op's descriptor
 
     def __post_init__(self):
         self.name = "openmp"
-
-    @property
-    def worker(self) -> IsolatedWorker:
-        if self._worker is None:
-            self._worker = IsolatedWorker("harness.backends.openmp:handle", self.timeout)
-        return self._worker
-
-    def info(self) -> dict:
-        """build_info() of the library plus every op's descriptor, from the worker (cached)."""
-        if self._info is None:
-            try:
-                reply = self.worker.call({"call": "info"}, timeout=60)
-            except HandlerError as e:
-                reply = {"error": str(e)}
-            if isinstance(reply, (Crashed, TimedOut)):
-                reply = {"error": f"worker died while loading the kernel library: {reply}"}
-            self._info = reply
-        return self._info
 
     def availability(self) -> str | None:
         info = self.info()
@@ -96,9 +78,6 @@ class OpenmpBackend(Backend):
             return {"kernels": "unavailable", "error": info["error"]}
         return {**info["build"], "threads": self.threads}
 
-    def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
 
 
 def _classify(e: HandlerError) -> Rejected | Unsupported:

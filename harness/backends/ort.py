@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import glob
 import importlib.metadata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from harness import dtypes
 from harness.backends import onnx_model, ort_probe
-from harness.backends.base import Backend, Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
-from harness.backends.worker import HandlerError, IsolatedWorker
+from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
+from harness.backends.worker import HandlerError, WorkerBackend
 
 INSTALL_HINT = "pip install onnxruntime-training==1.19.2"
 CUDA = "CUDAExecutionProvider"
@@ -30,19 +30,13 @@ BENCH_TIMEOUT = 900.0  # seconds for all repetitions of one benchmark
 
 
 @dataclass
-class OrtBackend(Backend):
+class OrtBackend(WorkerBackend):
+    HANDLER = "harness.backends.ort_session:handle"
+    LOADING = "importing onnxruntime"
     provider: str = "CPUExecutionProvider"
-    _worker: IsolatedWorker | None = field(default=None, init=False, repr=False)
-    _info: dict | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
         self.name = "ort"
-
-    @property
-    def worker(self) -> IsolatedWorker:
-        if self._worker is None:
-            self._worker = IsolatedWorker("harness.backends.ort_session:handle", self.timeout)
-        return self._worker
 
     def availability(self) -> str | None:
         try:
@@ -55,17 +49,6 @@ class OrtBackend(Backend):
         if not info["training"]:
             return f"the installed onnxruntime is not the training build ({INSTALL_HINT}; uninstall plain onnxruntime)"
         return None
-
-    def info(self) -> dict:
-        if self._info is None:
-            try:
-                reply = self.worker.call({"call": "info"}, timeout=60)
-            except HandlerError as e:
-                reply = {"error": str(e)}
-            if isinstance(reply, (Crashed, TimedOut)):
-                reply = {"error": f"worker died while importing onnxruntime: {reply}"}
-            self._info = reply
-        return self._info
 
     def run(self, request: Request):
         model = onnx_model.build(request)
@@ -107,9 +90,6 @@ class OrtBackend(Backend):
         return {"onnxruntime-training": info.get("version", "unavailable"), "provider": self.provider,
                 "intra_op_num_threads": self.threads}
 
-    def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
 
 
 def _error_parts(e: HandlerError) -> tuple[str, str, str]:

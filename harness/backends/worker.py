@@ -16,9 +16,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
+from typing import ClassVar
 from multiprocessing.connection import Connection
 
-from harness.backends.base import Crashed, TimedOut
+from harness.backends.base import Backend, Crashed, TimedOut
 
 
 class HandlerError(Exception):
@@ -123,3 +125,35 @@ def serve(handler_path: str, fd: int) -> None:
             reply = ("error", type(e).__name__, str(e))
         conn.send(reply)
         sys.stderr.flush()
+
+
+@dataclass
+class WorkerBackend(Backend):
+    """A backend whose library lives in an IsolatedWorker serving HANDLER (module:function). The
+    handler answers {'call': 'info'} with what the backend needs to know about its library; a failure
+    to answer is recorded as {'error': ...}, which availability() turns into its reason."""
+    HANDLER: ClassVar[str] = ""
+    LOADING: ClassVar[str] = "loading the backend's library"  # what the worker was doing if it died
+    _worker: IsolatedWorker | None = field(default=None, init=False, repr=False)
+    _info: dict | None = field(default=None, init=False, repr=False)
+
+    @property
+    def worker(self) -> IsolatedWorker:
+        if self._worker is None:
+            self._worker = IsolatedWorker(self.HANDLER, self.timeout)
+        return self._worker
+
+    def info(self) -> dict:
+        if self._info is None:
+            try:
+                reply = self.worker.call({"call": "info"}, timeout=60)
+            except HandlerError as e:
+                reply = {"error": str(e)}
+            if isinstance(reply, (Crashed, TimedOut)):
+                reply = {"error": f"worker died while {self.LOADING}: {reply}"}
+            self._info = reply
+        return self._info
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()

@@ -77,7 +77,7 @@ def from_validation_error(file: Path | str, root: type[BaseModel], err: Validati
         elif e["type"] == "extra_forbidden":
             allowed = sorted(parent.model_fields) if parent else []
             close = difflib.get_close_matches(str(name), allowed, n=1)
-            msg = f"unknown field" + (f"; did you mean `{close[0]}`?" if close else "")
+            msg = "unknown field" + (f"; did you mean `{close[0]}`?" if close else "")
             msg += f" (allowed here: {', '.join(allowed)})" if allowed else ""
         else:
             hint = _description(parent, name)
