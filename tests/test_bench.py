@@ -52,10 +52,10 @@ def test_limits_are_measured_and_shown(catalog, tmp_path):
     doc = run_bench(catalog, BenchOptions(ops=["ReluGrad"], sizes=["small"], backends=["openmp"], bandwidth=True,
                                           quick=True, out=out), log=lambda message: None)
     limits = json.loads(out.read_text())["limits"]
-    assert limits["triad_gbs"] > 0.1 and limits["triad_4m_gbs"] > 0.1 and limits["sgemm_gflops"] > 0.1
+    assert limits["triad_gbs"] > 0 and limits["triad_4m_gbs"] > 0 and limits["sgemm_gflops"] > 0  # figures, not speed checks
     assert f"triad {limits['triad_gbs']:.1f} GB/s" in table(doc)
     row = doc["results"][0]  # a memory-bound row: compared with a triad on its own bytes, timed beside it
-    assert row["triad_gbs"] > 0.1 and f"({row['gbs']['openmp'] / row['triad_gbs']:4.0%} of limit)" in table(doc)
+    assert row["triad_gbs"] > 0 and f"({row['gbs']['openmp'] / row['triad_gbs']:4.0%} of limit)" in table(doc)
 
 
 def test_a_crashing_backend_is_a_problem_not_the_end(catalog, tmp_path, monkeypatch):
