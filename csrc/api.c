@@ -18,9 +18,13 @@ static const uint8_t REQ3[] = {0, 0, 0};
 static const char *const OUT_DX[] = {"dX"};
 static const int32_t DT_F32_F64[] = {OPC_FLOAT, OPC_DOUBLE};
 static const int32_t DT_SOFTMAX[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16, OPC_BFLOAT16};
+/* elementwise activation grads: 16-bit types computed in float32, rounded once */
+static const int32_t DT_EW[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16, OPC_BFLOAT16};
 static const char *const ATTR_ALPHA[] = {"alpha"};
 static const char *const ATTR_AXIS[] = {"axis"};
 
+/* ConvGrad: float16 computed in float32, rounded once */
+static const int32_t DT_CONV[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16};
 static const char *const CONV_IN[] = {"dY", "X", "W"};
 static const char *const CONV_OUT[] = {"dX", "dW", "dB"};
 static const char *const CONV_ATTR[] = {"auto_pad", "kernel_shape", "pads", "strides", "dilations", "group"};
@@ -39,24 +43,24 @@ static const char *const GRU_ATTR[] = {"hidden_size", "direction", "activations"
     {{NAME, NIN, IN, REQ, 1, OUT_DX, NDT, DTS, NATTR, ATTRS, NOTES}, PREP, EXEC}
 
 static const opc_op_entry OPS[] = {
-    EW("ReluGrad", IN_DY_X, 2, REQ2, NULL, 0, DT_F32_F64, 2,
+    EW("ReluGrad", IN_DY_X, 2, REQ2, NULL, 0, DT_EW, 4,
        "dX = X > 0 ? dY : 0 (a select); the second input may be X or Y", opc_prep_relu, opc_exec_ew),
-    EW("SigmoidGrad", IN_DY_Y, 2, REQ2, NULL, 0, DT_F32_F64, 2, "dX = dY*Y*(1-Y)",
+    EW("SigmoidGrad", IN_DY_Y, 2, REQ2, NULL, 0, DT_EW, 4, "dX = dY*Y*(1-Y)",
        opc_prep_sigmoid, opc_exec_ew),
-    EW("TanhGrad", IN_DY_Y, 2, REQ2, NULL, 0, DT_F32_F64, 2, "dX = dY*(1-Y*Y)", opc_prep_tanh,
+    EW("TanhGrad", IN_DY_Y, 2, REQ2, NULL, 0, DT_EW, 4, "dX = dY*(1-Y*Y)", opc_prep_tanh,
        opc_exec_ew),
-    EW("QuickGeluGrad", IN_DY_X, 2, REQ2, ATTR_ALPHA, 1, DT_F32_F64, 2,
+    EW("QuickGeluGrad", IN_DY_X, 2, REQ2, ATTR_ALPHA, 1, DT_EW, 4,
        "alpha default 1.702; alpha = 0 gives 0.5*dY even at X = +-inf", opc_prep_quickgelu,
        opc_exec_ew),
-    EW("LeakyReluGrad", IN_DY_Y, 2, REQ2, ATTR_ALPHA, 1, DT_F32_F64, 2,
+    EW("LeakyReluGrad", IN_DY_Y, 2, REQ2, ATTR_ALPHA, 1, DT_EW, 4,
        "alpha default 0.01; dX = Y > 0 ? dY : alpha*dY", opc_prep_leakyrelu, opc_exec_ew),
-    EW("GeluGrad", IN_DY_X, 2, REQ2, NULL, 0, DT_F32_F64, 2, "exact (erf) Gelu; limits 1 and 0 at +-inf",
+    EW("GeluGrad", IN_DY_X, 2, REQ2, NULL, 0, DT_EW, 4, "exact (erf) Gelu; limits 1 and 0 at +-inf",
        opc_prep_gelu, opc_exec_ew),
-    EW("FastGeluGrad", IN_DY_X, 2, REQ2, NULL, 0, DT_F32_F64, 2,
+    EW("FastGeluGrad", IN_DY_X, 2, REQ2, NULL, 0, DT_EW, 4,
        "tanh-approximation Gelu; limits 1 and 0 at +-inf", opc_prep_fastgelu, opc_exec_ew),
-    EW("BiasGeluGrad_dX", IN_DY_X_B, 3, REQ3, NULL, 0, DT_F32_F64, 2,
+    EW("BiasGeluGrad_dX", IN_DY_X_B, 3, REQ3, NULL, 0, DT_EW, 4,
        "GeluGrad at X + B, B 1-D over the last axis", opc_prep_biasgelu, opc_exec_ew),
-    EW("BiasFastGeluGrad_dX", IN_DY_X_B, 3, REQ3, NULL, 0, DT_F32_F64, 2,
+    EW("BiasFastGeluGrad_dX", IN_DY_X_B, 3, REQ3, NULL, 0, DT_EW, 4,
        "FastGeluGrad at X + B, B 1-D over the last axis", opc_prep_biasfastgelu, opc_exec_ew),
     EW("SoftmaxGrad", IN_DY_Y, 2, REQ2, ATTR_AXIS, 1, DT_SOFTMAX, 4,
        "legacy: 2-D coercion at axis (default 1); f16/bf16 accumulate in float32", opc_prep_softmax,
@@ -70,7 +74,7 @@ static const opc_op_entry OPS[] = {
     EW("LogSoftmaxGrad_13", IN_DY_X, 2, REQ2, ATTR_AXIS, 1, DT_SOFTMAX, 4,
        "second input is the LogSoftmax output; single axis (default -1)", opc_prep_logsoftmax13,
        opc_exec_softmax),
-    {{"ConvGrad", 3, CONV_IN, REQ3, 3, CONV_OUT, 2, DT_F32_F64, 6, CONV_ATTR,
+    {{"ConvGrad", 3, CONV_IN, REQ3, 3, CONV_OUT, 3, DT_CONV, 6, CONV_ATTR,
       "N-D conv (rank >= 3); all auto_pad modes honoured; any subset of outputs; explicit non-zero "
       "pads together with auto_pad != NOTSET are rejected"},
      opc_prep_conv, opc_exec_conv},
@@ -466,6 +470,14 @@ int32_t opc_run(const char *op, int32_t n_inputs, const opc_tensor *inputs, int3
     return e->exec(&c, plan, outputs);
 }
 
+int32_t opc_force_split = 0;
+
+int32_t opc_set_force_split(int32_t force) {
+    int32_t previous = opc_force_split;
+    opc_force_split = force != 0;
+    return previous;
+}
+
 /* ---- build facts --------------------------------------------------------------------------- */
 
 #ifndef OPC_COMPILE_FLAGS
@@ -474,6 +486,13 @@ int32_t opc_run(const char *op, int32_t n_inputs, const opc_tensor *inputs, int3
 #ifndef OPC_BUILD_TYPE
 #define OPC_BUILD_TYPE "unknown"
 #endif
+#ifndef OPC_ISA
+#define OPC_ISA "baseline"
+#endif
+/* The ISA level this build targets, readable (ctypes in_dll) before any of its code runs, so the
+ * loader can refuse a level the CPU lacks instead of dying of SIGILL. */
+__attribute__((visibility("default"))) const char opc_isa[] = OPC_ISA;
+
 #ifdef OPC_SANITIZE
 #define OPC_SANITIZERS "address,undefined"
 #else
@@ -495,10 +514,10 @@ static void make_build_info(void) {
              "{\"library\": \"opconform_kernels\", \"abi_version\": %d, \"compiler\": \"gcc %s\", "
              "\"flags\": \"%s\", \"build_type\": \"%s\", \"openmp\": %d, \"omp_max_threads\": %d, "
              "\"blas\": \"scipy-openblas32\", \"blas_config\": \"%s\", \"blas_core\": \"%s\", "
-             "\"blas_threads\": %d, \"sanitizers\": \"%s\"}",
+             "\"blas_threads\": %d, \"sanitizers\": \"%s\", \"isa\": \"%s\"}",
              OPC_ABI_VERSION, __VERSION__, OPC_COMPILE_FLAGS, OPC_BUILD_TYPE, _OPENMP,
              omp_get_max_threads(), cfg_clean, core ? core : "", scipy_openblas_get_num_threads(),
-             OPC_SANITIZERS);
+             OPC_SANITIZERS, OPC_ISA);
 }
 
 const char *opc_build_info(void) {

@@ -1,4 +1,5 @@
-/* ConvGrad(dY, X, W) -> (dX?, dW?, dB?) for N-D convolutions (float32, float64), ONNX Conv
+/* ConvGrad(dY, X, W) -> (dX?, dW?, dB?) for N-D convolutions (float32, float64; float16 computed
+ * in float32 and rounded once), ONNX Conv
  * attributes: auto_pad (NOTSET, VALID, SAME_UPPER, SAME_LOWER), kernel_shape, pads, strides,
  * dilations, group.
  *
@@ -8,16 +9,21 @@
  *   dW[g] += dY[n,g][:, chunk] . col(X[n,g])[:, chunk]^T      (im2col + GEMM)
  *   dcol   = W[g]^T[rows] . dY[n,g][:, chunk]; dX += col2im(dcol)   (GEMM + col2im)
  *   dB[m]  = sum over n and positions of dY[n, m].
- * 1x1 kernels with stride 1 and no padding use X / dX directly (no im2col).
+ * 1x1 kernels with stride 1 and no padding use X / dX directly (no im2col). With stride 1 dX is
+ * usually the transposed conv instead (dx_item_t): dX[n,g][:, chunk] = Wt[g] . col(dY[n,g]), one
+ * GEMM with K = Mg * prod(kernel) per chunk of input positions and no col2im.
  *
  * Threads: the three outputs are separate passes (a subset runs only its own passes, with the same
  * arithmetic as the full set). Each pass splits into work items whose layout depends only on the
- * shapes, never on the thread count: dX items (n, g, channel block) write disjoint parts of dX; dW
+ * shapes, never on the thread count: dX items (n, g, channel block), or (n, g, chunk) on the
+ * transposed path, write disjoint parts of dX; dW
  * items (n, g, chunk) are grouped into at most 16 fixed slots with private accumulators summed in
  * slot order; dB is one sequential sum per m. OpenBLAS is held to 1 thread (its busy-waiting
- * pool would compete with OpenMP's): when a pass has at least as many units as threads, units run
- * on OpenMP threads; otherwise they run one after another with each GEMM split over the OpenMP
- * threads (opc_gemm_par). */
+ * pool would compete with OpenMP's): a pass with at least WHOLE_ITEMS units runs them on OpenMP
+ * threads, each GEMM one BLAS call; a pass with fewer cuts each GEMM into opc_gemm_par's fixed
+ * blocks, the units running on OpenMP threads when there are at least as many as threads, else one
+ * after another with the blocks shared over the threads. Which BLAS calls a GEMM makes depends on
+ * the shapes only, so all three outputs are bitwise identical for any thread count. */
 #include <omp.h>
 #include <stdlib.h>
 
@@ -175,7 +181,7 @@ int32_t opc_prep_conv(opc_call *c, void *plan_v, opc_shape *outs) {
     for (int32_t j = 0; j < nd; j++)
         q->pointwise = q->pointwise && q->k[j] == 1 && q->s[j] == 1 && q->pb[j] == 0 && q->out[j] == q->in[j];
     /* chunk of output positions: about COL_BYTES of column buffer; shapes only, never threads */
-    int64_t es = (int64_t)opc_dtype_size(q->dtype);
+    int64_t es = q->dtype == OPC_FLOAT16 ? 4 : (int64_t)opc_dtype_size(q->dtype); /* computed in */
     int64_t pc = q->Kf > 0 ? COL_BYTES / (q->Kf * es) : q->P;
     pc = pc < 32 ? 32 : (pc / 8) * 8;
     if (q->pointwise || pc >= q->P) pc = q->P;
@@ -189,9 +195,9 @@ int32_t opc_prep_conv(opc_call *c, void *plan_v, opc_shape *outs) {
 }
 
 /* ---- im2col / col2im over a chunk of output positions [p0, p1) ------------------------------ */
-/* Both walk the chunk as lines along the last output dim; for each column row (channel c,
- * kernel offset) the valid output range of a line is computed, so the inner loops are plain
- * (strided) copies / adds. */
+/* Both walk the chunk as lines along the last output dim; for each kernel offset the valid output
+ * range of a line is computed once for all channels, so the inner loops are plain (strided) copies
+ * / adds. */
 
 #define DEF_COL(T, SFX)                                                                            \
     static void im2col_##SFX(const conv_plan *q, const T *x, T *col, int64_t c0, int64_t c1,      \
@@ -203,23 +209,23 @@ int32_t opc_prep_conv(opc_call *c, void *plan_v, opc_shape *outs) {
         for (int64_t p = p0; p < p1;) {                                                            \
             int64_t ox0 = o[nd - 1], len = q->out[nd - 1] - ox0;                                   \
             if (len > p1 - p) len = p1 - p;                                                        \
-            for (int64_t c = c0; c < c1; c++)                                                      \
-                for (int64_t kidx = 0; kidx < q->ksz; kidx++) {                                    \
+            for (int64_t kidx = 0; kidx < q->ksz; kidx++) {                                        \
+                if (kidx == 0) for (int j = 0; j < nd; j++) kk[j] = 0;                             \
+                else for (int j = nd - 1; j >= 0 && ++kk[j] == q->k[j]; j--) kk[j] = 0;            \
+                int64_t off = 0;                                                                   \
+                bool ok = true;                                                                    \
+                for (int j = 0; j < nd - 1; j++) {                                                 \
+                    int64_t i = o[j] * q->s[j] - q->pb[j] + kk[j] * q->d[j];                       \
+                    ok = ok && i >= 0 && i < q->in[j];                                             \
+                    off = off * q->in[j] + i;                                                      \
+                }                                                                                  \
+                int64_t base = kk[nd - 1] * q->d[nd - 1] - q->pb[nd - 1];                         \
+                int64_t lo = ceil_div(-base, S), hi = floor_div(IW - 1 - base, S) + 1;             \
+                lo = lo < ox0 ? ox0 : lo;                                                          \
+                hi = hi > ox0 + len ? ox0 + len : hi;                                              \
+                if (!ok || hi < lo) hi = lo = ox0;                                                 \
+                for (int64_t c = c0; c < c1; c++) {                                                \
                     T *dst = col + ((c - c0) * q->ksz + kidx) * ld + (p - p0);                     \
-                    if (kidx == 0) for (int j = 0; j < nd; j++) kk[j] = 0;                         \
-                    else for (int j = nd - 1; j >= 0 && ++kk[j] == q->k[j]; j--) kk[j] = 0;        \
-                    int64_t off = 0;                                                               \
-                    bool ok = true;                                                                \
-                    for (int j = 0; j < nd - 1; j++) {                                             \
-                        int64_t i = o[j] * q->s[j] - q->pb[j] + kk[j] * q->d[j];                   \
-                        ok = ok && i >= 0 && i < q->in[j];                                         \
-                        off = off * q->in[j] + i;                                                  \
-                    }                                                                              \
-                    int64_t base = kk[nd - 1] * q->d[nd - 1] - q->pb[nd - 1];                     \
-                    int64_t lo = ceil_div(-base, S), hi = floor_div(IW - 1 - base, S) + 1;         \
-                    lo = lo < ox0 ? ox0 : lo;                                                      \
-                    hi = hi > ox0 + len ? ox0 + len : hi;                                          \
-                    if (!ok || hi < lo) hi = lo = ox0;                                             \
                     for (int64_t t = ox0; t < lo; t++) dst[t - ox0] = 0;                           \
                     if (hi > lo) {                                                                 \
                         const T *src = x + c * q->in_sz + off * IW + base;                         \
@@ -230,6 +236,7 @@ int32_t opc_prep_conv(opc_call *c, void *plan_v, opc_shape *outs) {
                     }                                                                              \
                     for (int64_t t = hi; t < ox0 + len; t++) dst[t - ox0] = 0;                     \
                 }                                                                                  \
+            }                                                                                      \
             p += len;                                                                              \
             o[nd - 1] += len;                                                                      \
             for (int j = nd - 1; j > 0 && o[j] == q->out[j]; j--) { o[j] = 0; o[j - 1]++; }       \
@@ -244,30 +251,31 @@ int32_t opc_prep_conv(opc_call *c, void *plan_v, opc_shape *outs) {
         for (int64_t p = p0; p < p1;) {                                                            \
             int64_t ox0 = o[nd - 1], len = q->out[nd - 1] - ox0;                                   \
             if (len > p1 - p) len = p1 - p;                                                        \
-            for (int64_t c = c0; c < c1; c++)                                                      \
-                for (int64_t kidx = 0; kidx < q->ksz; kidx++) {                                    \
+            for (int64_t kidx = 0; kidx < q->ksz; kidx++) {                                        \
+                if (kidx == 0) for (int j = 0; j < nd; j++) kk[j] = 0;                             \
+                else for (int j = nd - 1; j >= 0 && ++kk[j] == q->k[j]; j--) kk[j] = 0;            \
+                int64_t off = 0;                                                                   \
+                bool ok = true;                                                                    \
+                for (int j = 0; j < nd - 1; j++) {                                                 \
+                    int64_t i = o[j] * q->s[j] - q->pb[j] + kk[j] * q->d[j];                       \
+                    ok = ok && i >= 0 && i < q->in[j];                                             \
+                    off = off * q->in[j] + i;                                                      \
+                }                                                                                  \
+                if (!ok) continue;                                                                 \
+                int64_t base = kk[nd - 1] * q->d[nd - 1] - q->pb[nd - 1];                         \
+                int64_t lo = ceil_div(-base, S), hi = floor_div(IW - 1 - base, S) + 1;             \
+                lo = lo < ox0 ? ox0 : lo;                                                          \
+                hi = hi > ox0 + len ? ox0 + len : hi;                                              \
+                if (hi <= lo) continue;                                                            \
+                for (int64_t c = c0; c < c1; c++) {                                                \
                     const T *srcc = col + ((c - c0) * q->ksz + kidx) * ld + (p - p0);              \
-                    if (kidx == 0) for (int j = 0; j < nd; j++) kk[j] = 0;                         \
-                    else for (int j = nd - 1; j >= 0 && ++kk[j] == q->k[j]; j--) kk[j] = 0;        \
-                    int64_t off = 0;                                                               \
-                    bool ok = true;                                                                \
-                    for (int j = 0; j < nd - 1; j++) {                                             \
-                        int64_t i = o[j] * q->s[j] - q->pb[j] + kk[j] * q->d[j];                   \
-                        ok = ok && i >= 0 && i < q->in[j];                                         \
-                        off = off * q->in[j] + i;                                                  \
-                    }                                                                              \
-                    if (!ok) continue;                                                             \
-                    int64_t base = kk[nd - 1] * q->d[nd - 1] - q->pb[nd - 1];                     \
-                    int64_t lo = ceil_div(-base, S), hi = floor_div(IW - 1 - base, S) + 1;         \
-                    lo = lo < ox0 ? ox0 : lo;                                                      \
-                    hi = hi > ox0 + len ? ox0 + len : hi;                                          \
-                    if (hi <= lo) continue;                                                        \
                     T *dst = dx + (c - c0) * q->in_sz + off * IW + base;                           \
                     if (S == 1)                                                                    \
                         for (int64_t t = lo; t < hi; t++) dst[t] += srcc[t - ox0];                 \
                     else                                                                           \
                         for (int64_t t = lo; t < hi; t++) dst[t * S] += srcc[t - ox0];             \
                 }                                                                                  \
+            }                                                                                      \
             p += len;                                                                              \
             o[nd - 1] += len;                                                                      \
             for (int j = nd - 1; j > 0 && o[j] == q->out[j]; j--) { o[j] = 0; o[j - 1]++; }       \
@@ -298,7 +306,80 @@ typedef struct {
     char *slots;              /* dW slot accumulators */
     int64_t nslots, w_items;
     int gemm_threads;         /* 1 inside parallel regions; the call's threads when items run serially */
+    bool whole;               /* the pass has >= WHOLE_ITEMS items: each GEMM is one BLAS call */
+    bool tdx;                 /* dX as the transposed conv (stride 1): plan qt, weights wt, nchunks_t */
+    conv_plan qt;
+    char *wt;
+    int64_t nchunks_t;
 } conv_ctx;
+
+/* A pass with many items runs them in parallel, each GEMM one BLAS call; a pass with few runs
+ * them one after another, each GEMM in opc_gemm_par's fixed blocks over the threads. Which of the
+ * two is decided by the shapes alone, so every GEMM has the same BLAS calls for any thread count. */
+#define WHOLE_ITEMS 8
+static void conv_gemm(const conv_ctx *x, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+                      int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc) {
+    if (x->whole) opc_gemm(x->q->dtype, ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
+    else opc_gemm_par(x->q->dtype, ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc, x->gemm_threads);
+}
+
+/* dX item of the transposed-conv path (n, g, chunk of input positions):
+ *   dX[n,g][:, chunk] = Wt[g] . col(dY[n,g])[:, chunk]
+ * with Wt[g] = W[g] with channels and filter taps swapped ([Cg, Mg * ksz], taps reversed) and col
+ * the im2col of dY for a stride-1 conv with pads (k - 1) * d - pads_begin. Output-stationary: each
+ * dX element is one GEMM dot product of length Mg * ksz, written once. */
+static void dx_item_t(const conv_ctx *x, int64_t item, char *buf) {
+    const conv_plan *q = x->q, *t = &x->qt;
+    int64_t ch = item % x->nchunks_t, ng = item / x->nchunks_t, g = ng % q->G, n = ng / q->G;
+    int64_t es = x->es;
+    int64_t p0 = ch * t->PC, p1 = p0 + t->PC < t->P ? p0 + t->PC : t->P;
+    const char *dyg = x->dy + ((n * q->M + g * q->Mg) * q->P) * es;
+    im2col(t, dyg, buf, 0, q->Mg, p0, p1);
+    conv_gemm(x, false, false, q->Cg, p1 - p0, t->Kf, x->wt + g * q->Cg * t->Kf * es, t->Kf, buf, p1 - p0, 0.0,
+              x->dx + ((n * q->C + g * q->Cg) * q->in_sz + p0) * es, q->in_sz);
+}
+
+/* The transposed-conv path pays an im2col of dY (Mg * ksz rows over the input positions) instead of
+ * a col2im (Cg * ksz rows over the output positions) and gets GEMMs with K = Mg * ksz instead of
+ * Mg: taken for stride 1 when K = Mg is too short for an efficient GEMM (below 128) and its column
+ * traffic is at most twice the other's. Shapes only. */
+static bool use_transposed_dx(const conv_plan *q) {
+    if (q->pointwise || q->Mg >= 128) return false;
+    for (int j = 0; j < q->nd; j++)
+        if (q->s[j] != 1) return false;
+    return q->Mg * q->in_sz <= 2 * q->Cg * q->P;
+}
+
+static void make_transposed(conv_ctx *x) {
+    const conv_plan *q = x->q;
+    conv_plan *t = &x->qt;
+    *t = *q;
+    t->in_sz = q->P;
+    t->P = q->in_sz;
+    for (int j = 0; j < q->nd; j++) {
+        t->in[j] = q->out[j];
+        t->out[j] = q->in[j];
+        t->s[j] = 1;
+        t->pb[j] = (q->k[j] - 1) * q->d[j] - q->pb[j];
+    }
+    t->Kf = q->Mg * q->ksz;
+    int64_t pc = COL_BYTES / (t->Kf * x->es);
+    pc = pc < 32 ? 32 : (pc / 8) * 8;
+    t->PC = pc >= t->P ? t->P : pc;
+    x->nchunks_t = (t->P + t->PC - 1) / t->PC;
+}
+
+/* wt[g][c][m * ksz + k] = W[g * Mg + m][c][ksz - 1 - k] */
+static void transpose_weights(const conv_plan *q, const char *w, char *wt, int64_t es) {
+    int64_t ksz = q->ksz;
+    for (int64_t g = 0; g < q->G; g++)
+        for (int64_t c = 0; c < q->Cg; c++)
+            for (int64_t m = 0; m < q->Mg; m++) {
+                const char *src = w + (((g * q->Mg + m) * q->Cg + c) * ksz) * es;
+                char *dst = wt + (((g * q->Cg + c) * q->Mg + m) * ksz) * es;
+                for (int64_t k = 0; k < ksz; k++) memcpy(dst + k * es, src + (ksz - 1 - k) * es, (size_t)es);
+            }
+}
 
 /* dX item (n, g, channel block) */
 static void dx_item(const conv_ctx *x, int64_t item, char *buf) {
@@ -311,15 +392,13 @@ static void dx_item(const conv_ctx *x, int64_t item, char *buf) {
     char *dxg = x->dx + ((n * q->C + g * q->Cg + c0) * q->in_sz) * es;
     int64_t rows = (c1 - c0) * q->ksz;
     if (q->pointwise) { /* dX[c0:c1, :] = W[g][:, c0:c1]^T . dY[n,g] */
-        opc_gemm_par(q->dtype, true, false, rows, q->P, q->Mg, 1.0, wg, q->Kf, dyg, q->P, 0.0, dxg, q->P,
-                     x->gemm_threads);
+        conv_gemm(x, true, false, rows, q->P, q->Mg, wg, q->Kf, dyg, q->P, 0.0, dxg, q->P);
         return;
     }
     memset(dxg, 0, (size_t)((c1 - c0) * q->in_sz * es));
     for (int64_t ch = 0; ch < x->nchunks; ch++) {
         int64_t p0 = ch * q->PC, p1 = p0 + q->PC < q->P ? p0 + q->PC : q->P;
-        opc_gemm_par(q->dtype, true, false, rows, p1 - p0, q->Mg, 1.0, wg, q->Kf, dyg + p0 * es, q->P, 0.0, buf,
-                     p1 - p0, x->gemm_threads);
+        conv_gemm(x, true, false, rows, p1 - p0, q->Mg, wg, q->Kf, dyg + p0 * es, q->P, 0.0, buf, p1 - p0);
         col2im(q, buf, dxg, c0, c1, p0, p1);
     }
 }
@@ -334,13 +413,11 @@ static void dw_item(const conv_ctx *x, int64_t item, char *acc, char *buf) {
     const char *xg = x->x + ((n * q->C + g * q->Cg) * q->in_sz) * es;
     char *accg = acc + (g * q->Mg * q->Kf) * es;
     if (q->pointwise) {
-        opc_gemm_par(q->dtype, false, true, q->Mg, q->Kf, p1 - p0, 1.0, dyg, q->P, xg + p0 * es, q->P, 1.0, accg,
-                     q->Kf, x->gemm_threads);
+        conv_gemm(x, false, true, q->Mg, q->Kf, p1 - p0, dyg, q->P, xg + p0 * es, q->P, 1.0, accg, q->Kf);
         return;
     }
     im2col(q, xg, buf, 0, q->Cg, p0, p1);
-    opc_gemm_par(q->dtype, false, true, q->Mg, q->Kf, p1 - p0, 1.0, dyg, q->P, buf, p1 - p0, 1.0, accg, q->Kf,
-                 x->gemm_threads);
+    conv_gemm(x, false, true, q->Mg, q->Kf, p1 - p0, dyg, q->P, buf, p1 - p0, 1.0, accg, q->Kf);
 }
 
 static void dw_slot(const conv_ctx *x, int64_t slot, char *buf) {
@@ -351,7 +428,8 @@ static void dw_slot(const conv_ctx *x, int64_t slot, char *buf) {
 
 static void db_pass(const conv_plan *q, const void *dy, void *db, int threads) {
     int64_t M = q->M, N = q->N, P = q->P;
-    int nt = (int)((N * M * P) / 65536 + 1 < threads ? (N * M * P) / 65536 + 1 : threads);
+    int64_t want = (N * M * P) / opc_grain(65536) + 1;
+    int nt = (int)(want < threads ? want : threads);
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int64_t m = 0; m < M; m++) {
         if (q->dtype == OPC_FLOAT) {
@@ -382,15 +460,14 @@ static void db_pass(const conv_plan *q, const void *dy, void *db, int threads) {
     }
 }
 
-int32_t opc_exec_conv(opc_call *c, const void *plan_v, opc_tensor *outs) {
-    const conv_plan *q = plan_v;
-    void *dx = outs[0].data, *dw = outs[1].data, *db = outs[2].data;
+static int32_t conv_exec(opc_call *c, const conv_plan *q, const void *dy_in, const void *x_in, const void *w_in,
+                         void *dx, void *dw, void *db) {
     conv_ctx x = {0};
     x.q = q;
     x.es = (int64_t)opc_dtype_size(q->dtype);
-    x.dy = c->in[0]->data;
-    x.x = c->in[1]->data;
-    x.w = c->in[2]->data;
+    x.dy = dy_in;
+    x.x = x_in;
+    x.w = w_in;
     x.dx = dx;
     x.dw = dw;
     x.gemm_threads = 1;
@@ -419,7 +496,9 @@ int32_t opc_exec_conv(opc_call *c, const void *plan_v, opc_tensor *outs) {
     if (x.ncb < 1) x.ncb = 1;
     x.cb = (q->Cg + x.ncb - 1) / x.ncb;
     x.ncb = x.cb > 0 ? (q->Cg + x.cb - 1) / x.cb : 1;
-    int64_t dx_items = need_dx ? q->N * q->G * x.ncb : 0;
+    x.tdx = need_dx && use_transposed_dx(q);
+    if (x.tdx) make_transposed(&x);
+    int64_t dx_items = need_dx ? q->N * q->G * (x.tdx ? x.nchunks_t : x.ncb) : 0;
     x.w_items = need_dw ? q->N * q->G * x.nchunks : 0;
     x.nslots = x.w_items < MAX_SLOTS ? x.w_items : MAX_SLOTS;
     while (x.nslots > 1 && x.nslots * wsize * x.es > ((int64_t)256 << 20)) x.nslots--;
@@ -429,29 +508,42 @@ int32_t opc_exec_conv(opc_call *c, const void *plan_v, opc_tensor *outs) {
     int nbuf = nt < 256 ? nt : 256;
     if (nt > nbuf) nt = nbuf;
     size_t buf_bytes = q->pointwise ? 0 : (size_t)(q->Kf * q->PC * x.es);
+    if (x.tdx && (size_t)(x.qt.Kf * x.qt.PC * x.es) > buf_bytes) buf_bytes = (size_t)(x.qt.Kf * x.qt.PC * x.es);
     for (int t = 0; t < nbuf && buf_bytes; t++)
         if (!(bufs[t] = malloc(buf_bytes))) status = OPC_ERR_OUT_OF_MEMORY;
     if (need_dw && !status && !(x.slots = calloc((size_t)x.nslots, (size_t)(wsize * x.es))))
         status = OPC_ERR_OUT_OF_MEMORY;
+    if (x.tdx && !status && !(x.wt = malloc((size_t)(q->M * q->Kf * x.es))))
+        status = OPC_ERR_OUT_OF_MEMORY;
     if (status) {
         for (int t = 0; t < nbuf; t++) free(bufs[t]);
         free(x.slots);
+        free(x.wt);
         return opc_fail(c, status, "out of memory for the column buffers");
     }
+    if (x.tdx) transpose_weights(q, x.w, x.wt, x.es);
 
     int prev_blas = opc_blas_set_threads(1);
     if (need_dx) {
-        if (dx_items >= nt && nt > 1) {
+        x.whole = dx_items >= WHOLE_ITEMS;
+        if (x.whole || (dx_items >= nt && nt > 1)) {
 #pragma omp parallel for schedule(static) num_threads(nt)
-            for (int64_t it = 0; it < dx_items; it++) dx_item(&x, it, bufs[omp_get_thread_num()]);
+            for (int64_t it = 0; it < dx_items; it++) {
+                if (x.tdx) dx_item_t(&x, it, bufs[omp_get_thread_num()]);
+                else dx_item(&x, it, bufs[omp_get_thread_num()]);
+            }
         } else {
             x.gemm_threads = nt;
-            for (int64_t it = 0; it < dx_items; it++) dx_item(&x, it, bufs[0]);
+            for (int64_t it = 0; it < dx_items; it++) {
+                if (x.tdx) dx_item_t(&x, it, bufs[0]);
+                else dx_item(&x, it, bufs[0]);
+            }
             x.gemm_threads = 1;
         }
     }
     if (need_dw) {
-        if (x.nslots >= nt && nt > 1) {
+        x.whole = x.nslots >= WHOLE_ITEMS;
+        if (x.whole || (x.nslots >= nt && nt > 1)) {
 #pragma omp parallel for schedule(static) num_threads(nt)
             for (int64_t sl = 0; sl < x.nslots; sl++) dw_slot(&x, sl, bufs[omp_get_thread_num()]);
         } else {
@@ -479,5 +571,48 @@ int32_t opc_exec_conv(opc_call *c, const void *plan_v, opc_tensor *outs) {
     opc_blas_set_threads(prev_blas);
     for (int t = 0; t < nbuf; t++) free(bufs[t]);
     free(x.slots);
+    free(x.wt);
     return OPC_OK;
+}
+
+/* float16: the inputs widened to float32, the float32 kernel, each output rounded once */
+static void f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = opc_f16_to_f32(src[i]);
+}
+static void f32_to_f16(const float *src, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = opc_f32_to_f16(src[i]);
+}
+
+static int32_t conv_exec_f16(opc_call *c, const conv_plan *q, opc_tensor *outs) {
+    conv_plan q32 = *q;
+    q32.dtype = OPC_FLOAT;
+    int64_t n_in[3], n_out[3] = {q->N * q->C * q->in_sz, q->M * q->Kf, q->M};
+    float *in32[3] = {0}, *out32[3] = {0};
+    int32_t status = OPC_OK;
+    for (int i = 0; i < 3; i++) {
+        n_in[i] = opc_numel(c->in[i]);
+        if (!(in32[i] = malloc((size_t)(n_in[i] + 1) * sizeof(float)))) status = OPC_ERR_OUT_OF_MEMORY;
+        if (outs[i].data && !(out32[i] = malloc((size_t)(n_out[i] + 1) * sizeof(float))))
+            status = OPC_ERR_OUT_OF_MEMORY;
+    }
+    if (status) {
+        status = opc_fail(c, status, "out of memory for the float32 copies of float16 tensors");
+    } else {
+        for (int i = 0; i < 3; i++) f16_to_f32(c->in[i]->data, in32[i], n_in[i]);
+        status = conv_exec(c, &q32, in32[0], in32[1], in32[2], out32[0], out32[1], out32[2]);
+        for (int i = 0; i < 3 && !status; i++)
+            if (out32[i]) f32_to_f16(out32[i], outs[i].data, n_out[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        free(in32[i]);
+        free(out32[i]);
+    }
+    return status;
+}
+
+int32_t opc_exec_conv(opc_call *c, const void *plan_v, opc_tensor *outs) {
+    const conv_plan *q = plan_v;
+    if (q->dtype == OPC_FLOAT16) return conv_exec_f16(c, q, outs);
+    return conv_exec(c, q, c->in[0]->data, c->in[1]->data, c->in[2]->data, outs[0].data, outs[1].data,
+                     outs[2].data);
 }

@@ -1,11 +1,15 @@
 /* Elementwise activation gradients: ReluGrad, SigmoidGrad, TanhGrad, QuickGeluGrad, LeakyReluGrad,
- * GeluGrad, FastGeluGrad, BiasGeluGrad_dX, BiasFastGeluGrad_dX (float32, float64).
+ * GeluGrad, FastGeluGrad, BiasGeluGrad_dX, BiasFastGeluGrad_dX (float32, float64; float16 and
+ * bfloat16 through the float32 loops).
  *
  * Every element is computed by the same branch-free expression whatever the thread split, and
  * -ffp-contract=off keeps vector body and scalar tail identical, so results are bitwise the same
  * for any thread count. Formulas are arranged so the limits at +-inf and huge |x| are the
  * mathematical ones (no inf*0 NaNs). */
 #include <omp.h>
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
 
 #include "ops.h"
 #include "vmath.h"
@@ -28,18 +32,33 @@ typedef struct {
 #define FG_COEF 0.044715
 #define INV_SQRT_2PI 0.3989422804014327
 
+/* |x| clamped to c as an integer min of the bit patterns (ordered like the values for x >= 0), sign
+ * kept. A float select with a constant arm would let GCC fold that constant through the whole
+ * derivative and blend every intermediate (twice the vector code); an integer min is one op.
+ * NaN and inf come out as +-c: callers select their results. */
+static inline float clamp_abs(float x, float c) {
+    uint32_t u, cu;
+    memcpy(&u, &x, 4);
+    memcpy(&cu, &c, 4);
+    uint32_t a = u & 0x7FFFFFFFu;
+    a = a < cu ? a : cu;
+    return opc_bits_to_f32(a | (u & 0x80000000u));
+}
+
 /* The float32 versions evaluate on x clamped to where every intermediate stays a normal float
  * (subnormals cost ~100x on x86) and select the exact limit beyond, where the true derivative is
  * 1, or 0 to within 1e-30. */
 static inline float quickgelu_f(float g, float x, float alpha) {
     float v = alpha * x;
-    v = (alpha == 0.0f && x == x) ? 0.0f : v; /* alpha = 0: slope 0.5 even at x = +-inf */
-    float vc = v > 80.0f ? 80.0f : (v < -80.0f ? -80.0f : v);
-    float av = vc < 0 ? -vc : vc;
-    float e = opc_expf(-av), q = 1.0f / (1.0f + e);
+    float vc = clamp_abs(v, 80.0f);
+    float av = fabsf(vc);
+    float e = opc_expf_inrange(-av), q = 1.0f / (1.0f + e); /* -av >= -80 */
     float s = vc < 0 ? e * q : q, oms = vc < 0 ? q : e * q; /* sigmoid(v), 1 - sigmoid(v) */
     float d = s * (1.0f + vc * oms);
-    d = v > 80.0f ? 1.0f : (v < -80.0f ? 0.0f : d);
+    d = v > 80.0f ? 1.0f : d;
+    d = v < -80.0f ? 0.0f : d;
+    d = v == v ? d : v;                                /* NaN */
+    d = (alpha == 0.0f && x == x) ? 0.5f : d;          /* alpha = 0: slope 0.5 even at x = +-inf */
     return g * d;
 }
 static inline double quickgelu_d(double g, double x, double alpha) {
@@ -53,9 +72,10 @@ static inline double quickgelu_d(double g, double x, double alpha) {
 }
 
 static inline float gelu_f(float g, float x) {
-    float xc = x > 12.9f ? 12.9f : (x < -12.9f ? -12.9f : x);
-    float d = opc_gelu_deriv(xc);
-    d = x > 12.9f ? 1.0f : (x < -12.9f ? 0.0f : d);
+    float d = opc_gelu_deriv(clamp_abs(x, 12.9f));
+    d = x > 12.9f ? 1.0f : d;
+    d = x < -12.9f ? 0.0f : d;
+    d = x == x ? d : x; /* NaN */
     return g * d;
 }
 static inline double gelu_d(double g, double x) {
@@ -69,16 +89,18 @@ static inline double gelu_d(double g, double x) {
  * exactly 1 or 0, so x^3 cannot overflow into inf * 0. */
 static inline float fastgelu_f(float g, float x) {
     const float a = (float)SQRT_2_OVER_PI, ag = (float)(SQRT_2_OVER_PI * FG_COEF);
-    float xc = x > 9.5f ? 9.5f : (x < -9.5f ? -9.5f : x);
+    float xc = clamp_abs(x, 9.5f);
     float x3 = xc * xc * xc;
     float u = a * xc + ag * x3;
     float w = a * xc + 3.0f * ag * x3;
-    float au = u < 0 ? -u : u;
-    float e = opc_expf(-2.0f * au), q = 1.0f / (1.0f + e);
+    float au = fabsf(u);
+    float e = opc_expf_inrange(-2.0f * au), q = 1.0f / (1.0f + e); /* |u| <= 38.3 */
     float one_plus_t = u < 0 ? 2.0f * e * q : 2.0f * q;
     float one_minus_t2 = 4.0f * e * q * q;
     float d = 0.5f * (one_plus_t + one_minus_t2 * w);
-    d = x > 9.5f ? 1.0f : (x < -9.5f ? 0.0f : d);
+    d = x > 9.5f ? 1.0f : d;
+    d = x < -9.5f ? 0.0f : d;
+    d = x == x ? d : x; /* NaN */
     return g * d;
 }
 static inline double fastgelu_d(double g, double x) {
@@ -96,7 +118,9 @@ static inline double fastgelu_d(double g, double x) {
 
 /* ---- loops ---------------------------------------------------------------------------------- */
 
-/* LOOP(name, T, expr): dx[i] = expr(g = dy[i], v = x[i] [+ b[i]], alpha) */
+/* LOOP(name, T, expr): dx[i] = expr(g = dy[i], v = x[i] [+ b[i]], alpha). A line marked
+ * "simd: N" must have N loops that GCC reports vectorised at full width at every ISA level
+ * (tests/openmp/test_vectorised.py compiles this file with the build's flags and checks). */
 #define LOOP(NAME, T, EXPR)                                                                       \
     CLONES static void NAME(const T *restrict dy, const T *restrict x, const T *restrict b,      \
                             T *restrict dx, int64_t n, T alpha) {                                \
@@ -114,19 +138,19 @@ static inline double fastgelu_d(double g, double x) {
         }                                                                                         \
     }
 
-LOOP(relu_f32, float, v > 0.0f ? g : 0.0f)
+LOOP(relu_f32, float, v > 0.0f ? g : 0.0f) /* simd: 2 */
 LOOP(relu_f64, double, v > 0.0 ? g : 0.0)
-LOOP(sigmoid_f32, float, g * v * (1.0f - v))
+LOOP(sigmoid_f32, float, g * v * (1.0f - v)) /* simd: 2 */
 LOOP(sigmoid_f64, double, g * v * (1.0 - v))
-LOOP(tanh_f32, float, g * (1.0f - v * v))
+LOOP(tanh_f32, float, g * (1.0f - v * v)) /* simd: 2 */
 LOOP(tanh_f64, double, g * (1.0 - v * v))
-LOOP(leaky_f32, float, v > 0.0f ? g : alpha * g)
+LOOP(leaky_f32, float, v > 0.0f ? g : alpha * g) /* simd: 2 */
 LOOP(leaky_f64, double, v > 0.0 ? g : alpha * g)
-LOOP(quickgelu_f32, float, quickgelu_f(g, v, alpha))
+LOOP(quickgelu_f32, float, quickgelu_f(g, v, alpha)) /* simd: 2 */
 LOOP(quickgelu_f64, double, quickgelu_d(g, v, alpha))
-LOOP(gelu_f32, float, gelu_f(g, v))
+LOOP(gelu_f32, float, gelu_f(g, v)) /* simd: 2 */
 LOOP(gelu_f64, double, gelu_d(g, v))
-LOOP(fastgelu_f32, float, fastgelu_f(g, v))
+LOOP(fastgelu_f32, float, fastgelu_f(g, v)) /* simd: 2 */
 LOOP(fastgelu_f64, double, fastgelu_d(g, v))
 
 typedef void (*loop_f32)(const float *, const float *, const float *, float *, int64_t, float);
@@ -136,6 +160,53 @@ static const loop_f32 LOOPS_F32[] = {relu_f32, sigmoid_f32, tanh_f32, quickgelu_
                                      leaky_f32, gelu_f32,    fastgelu_f32};
 static const loop_f64 LOOPS_F64[] = {relu_f64, sigmoid_f64, tanh_f64, quickgelu_f64,
                                      leaky_f64, gelu_f64,    fastgelu_f64};
+
+/* float16 / bfloat16: blocks widened to float32 (exactly), the float32 loop, each result rounded
+ * once to the storage type. A bias is widened too, so X + B is formed in float32. Block edges move
+ * with the thread split, but every element goes through the same expression (vector body and scalar
+ * tail agree), so results stay split-invariant. */
+#define HALF_BLOCK 1024
+
+/* GCC 12 does not vectorise _Float16 conversions; with F16C (avx2, avx512 builds) 8 at a time.
+ * Both round to nearest even, so body and tail agree. */
+CLONES static void widen_f16(const uint16_t *restrict h, float *restrict f, int64_t n) {
+    int64_t i = 0;
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+#endif
+    for (; i < n; i++) f[i] = opc_f16_to_f32(h[i]);
+}
+CLONES static void widen_bf16(const uint16_t *restrict h, float *restrict f, int64_t n) {
+    for (int64_t i = 0; i < n; i++) f[i] = opc_bf16_to_f32(h[i]); /* simd: 1 */
+}
+CLONES static void narrow_f16(const float *restrict f, uint16_t *restrict h, int64_t n) {
+    int64_t i = 0;
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(h + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(f + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; i < n; i++) h[i] = opc_f32_to_f16(f[i]);
+}
+CLONES static void narrow_bf16(const float *restrict f, uint16_t *restrict h, int64_t n) {
+    for (int64_t i = 0; i < n; i++) h[i] = opc_f32_to_bf16(f[i]); /* simd: 1 */
+}
+
+static void half_loop(int kind, bool bf16, const uint16_t *dy, const uint16_t *x, const uint16_t *b,
+                      uint16_t *dx, int64_t n, float alpha) {
+    float g[HALF_BLOCK], v[HALF_BLOCK], bb[HALF_BLOCK], o[HALF_BLOCK];
+    void (*widen)(const uint16_t *restrict, float *restrict, int64_t) = bf16 ? widen_bf16 : widen_f16;
+    for (int64_t i = 0; i < n; i += HALF_BLOCK) {
+        int64_t m = n - i < HALF_BLOCK ? n - i : HALF_BLOCK;
+        widen(dy + i, g, m);
+        widen(x + i, v, m);
+        if (b) widen(b + i, bb, m);
+        LOOPS_F32[kind](g, v, b ? bb : NULL, o, m, alpha);
+        if (bf16) narrow_bf16(o, dx + i, m);
+        else narrow_f16(o, dx + i, m);
+    }
+}
 
 /* ---- prepare ------------------------------------------------------------------------------- */
 
@@ -163,7 +234,7 @@ static int32_t prep(opc_call *c, void *plan_v, opc_shape *outs, int kind, bool b
     if (kind == K_QUICKGELU || kind == K_LEAKY) {
         if ((s = opc_attr_float(c, "alpha", kind == K_QUICKGELU ? 1.702 : 0.01, &p->alpha, NULL)))
             return s;
-        if (p->dtype == OPC_FLOAT && isfinite(p->alpha) && fabs(p->alpha) > 3.4028234663852886e38)
+        if (p->dtype != OPC_DOUBLE && isfinite(p->alpha) && fabs(p->alpha) > 3.4028234663852886e38)
             return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "alpha %g overflows float32", p->alpha);
     }
     if (bias) {
@@ -197,7 +268,7 @@ int32_t opc_prep_biasfastgelu(opc_call *c, void *p, opc_shape *o) { return prep(
 /* [lo, hi) of the flat index; with a bias, cut at row ends so b lines up with the columns. */
 static void run_range(const ew_plan *p, const void *dy, const void *x, const void *b, void *dx,
                       int64_t lo, int64_t hi) {
-    size_t es = p->dtype == OPC_FLOAT ? 4 : 8;
+    size_t es = opc_dtype_size(p->dtype);
     int64_t i = lo;
     while (i < hi) {
         int64_t end = hi;
@@ -211,8 +282,10 @@ static void run_range(const ew_plan *p, const void *dy, const void *x, const voi
         void *dxp = (char *)dx + i * es;
         if (p->dtype == OPC_FLOAT)
             LOOPS_F32[p->kind](dyp, xp, bp, dxp, end - i, (float)p->alpha);
-        else
+        else if (p->dtype == OPC_DOUBLE)
             LOOPS_F64[p->kind](dyp, xp, bp, dxp, end - i, p->alpha);
+        else
+            half_loop(p->kind, p->dtype == OPC_BFLOAT16, dyp, xp, bp, dxp, end - i, (float)p->alpha);
         i = end;
     }
 }
@@ -223,7 +296,7 @@ int32_t opc_exec_ew(opc_call *c, const void *plan_v, opc_tensor *outs) {
     const void *dy = c->in[0]->data, *x = c->in[1]->data, *b = p->bias ? c->in[2]->data : NULL;
     void *dx = outs[0].data;
     /* below ~32k elements per thread, thread start-up costs more than it saves */
-    int64_t want = p->n / 32768 + 1;
+    int64_t want = p->n / opc_grain(32768) + 1;
     int nt = (int)(want < c->threads ? want : c->threads);
     if (nt <= 1) {
         run_range(p, dy, x, b, dx, 0, p->n);
@@ -232,7 +305,9 @@ int32_t opc_exec_ew(opc_call *c, const void *plan_v, opc_tensor *outs) {
 #pragma omp parallel num_threads(nt)
     {
         int64_t lo, hi;
-        opc_split(p->n, omp_get_num_threads(), omp_get_thread_num(), 64, &lo, &hi);
+        /* cache-line-sized pieces; element-sized when the split is forced, so a check of thread
+         * invariance also cuts through vector bodies (they must round like the scalar tails) */
+        opc_split(p->n, omp_get_num_threads(), omp_get_thread_num(), opc_grain(64), &lo, &hi);
         run_range(p, dy, x, b, dx, lo, hi);
     }
     return OPC_OK;

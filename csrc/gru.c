@@ -3,8 +3,9 @@
  *
  * Threads: OpenMP only. OpenBLAS is held to 1 thread for the whole call; the batched GEMMs are
  * split over OpenMP threads (opc_gemm_par) and the recurrence runs in one parallel region where
- * each thread owns a slice of hidden columns (its GEMM slices and gate math), so OpenBLAS's own
- * busy-waiting pool never competes with the OpenMP threads. */
+ * each thread owns whole blocks of hidden columns (their GEMMs and gate math), so OpenBLAS's own
+ * busy-waiting pool never competes with the OpenMP threads. Block boundaries depend on the shapes
+ * only and every sum runs in a fixed order: results are bitwise identical for any thread count. */
 #include <ctype.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -164,6 +165,16 @@ int32_t opc_prep_gru_grad(opc_call *c, void *plan, opc_shape *outs) { return pre
 /* ---- compute, per dtype --------------------------------------------------------------------- */
 
 static inline double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* Column blocks of the recurrence: [0, H) in *nblk blocks of *hb columns (the last may be
+ * shorter), fixed by H alone so the per-step GEMMs have the same shapes for any thread count. A
+ * block holds >= 96 columns where H allows, so repacking Hp for each block's GEMM stays cheap. */
+static void gru_blocks(int64_t H, int64_t *hb, int64_t *nblk) {
+    int64_t n = opc_block_count(H, 96, 64);
+    int64_t b = ((H + n - 1) / n + 15) / 16 * 16;
+    *hb = b < H ? b : H;
+    *nblk = (H + *hb - 1) / *hb;
+}
 
 #define T float
 #define SFX(name) name##_f32

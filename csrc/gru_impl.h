@@ -7,8 +7,9 @@
  *   H = (1-z)*h~ + z*Hp, with xw = X W^T computed for all steps in one GEMM and pre-activations
  *   clipped to [-clip, clip] when clip is given.
  * Backward walks the steps in reverse processing order; the per-step work is the recurrence
- * through dH (one or two [B,*] GEMMs); dX, dW, dR and the bias sums are single large GEMMs /
- * column sums over all steps afterwards. */
+ * through dH (one or two [B,*] GEMMs); dX, dW, dR and the bias sums are large GEMMs (opc_gemm_par's
+ * fixed blocks) / column sums over all steps afterwards. The recurrence works on fixed column
+ * blocks (gru_blocks), each block's step GEMM one BLAS call of a fixed shape. */
 
 #define GRU_PAR_MIN 4096 /* B*H below which the recurrence runs on one thread */
 
@@ -23,8 +24,10 @@ static void SFX(colsum)(const T *A, int64_t rows, int64_t cols, int64_t ld, T *a
     }
 }
 
-/* Everything a per-step gate loop needs; each loop is a CLONES function over the hidden columns
- * [j0, j1) of all batch rows (one thread's share, see the time loops below). */
+/* Everything a per-step gate loop needs; each loop runs over the hidden columns [j0, j1) of all
+ * batch rows, one column block (see gru_blocks in gru.c). The forward loops read
+ * the step GEMM's result g in the block-major layout of the permuted R: the block's gate q column
+ * j at g[b * 3H + 3 * j0 + q * (j1 - j0) + (j - j0)]. */
 typedef struct {
     int64_t B, H;
     T cl;
@@ -33,90 +36,144 @@ typedef struct {
     T *zt, *rh, *ht;
     /* backward */
     const T *dn, *dhall_t, *aux_t, *pre_t;
+    const T *zero3; /* 3H zeros: stands in for an absent dHAll or unclipped pre-activations */
     T *dat, *dh, *t3, *dq_t;
 } SFX(gctx);
 
-/* forward, lbr = 0, part 1: z, r and r * Hp (g = Hp [Rz;Rr]^T, ld 3H) */
-CLONES static void SFX(fw_zr)(const SFX(gctx) *x, int64_t j0, int64_t j1) {
-    const int64_t H = x->H, H3 = 3 * H;
-    for (int64_t b = 0; b < x->B; b++) {
-        const T *x_ = x->xwt + b * H3, *g_ = x->g + b * H3, *hp_ = x->hp + b * H;
-        T *z_ = x->zt + b * H3, *rh_ = x->rh + b * H;
-        for (int64_t j = j0; j < j1; j++) {
-            T z = SIGM(SFX(clipv)(x_[j] + g_[j] + x->wbz[j] + x->rbz[j], x->cl));
-            T r = SIGM(SFX(clipv)(x_[H + j] + g_[H + j] + x->wbr[j] + x->rbr[j], x->cl));
-            z_[j] = z;
-            z_[H + j] = r;
-            rh_[j] = r * hp_[j];
-        }
+/* Each gate loop's row is a function of its own with restrict parameters: GCC keeps restrict
+ * there (not on block-scope pointers), and without it the stores would force reloads and keep the
+ * loops scalar. */
+
+#define RP(name) const T *restrict name
+static __attribute__((noinline)) void SFX(zr_row)(int64_t w, T cl, RP(xz), RP(xr), RP(gz), RP(gr), RP(wbz),
+                                                  RP(rbz), RP(wbr), RP(rbr), RP(hp), T *restrict oz,
+                                                  T *restrict orr, T *restrict rh) {
+    for (int64_t j = 0; j < w; j++) {
+        T z = SIGM(SFX(clipv)(xz[j] + gz[j] + wbz[j] + rbz[j], cl));
+        T r = SIGM(SFX(clipv)(xr[j] + gr[j] + wbr[j] + rbr[j], cl));
+        oz[j] = z;
+        orr[j] = r;
+        rh[j] = r * hp[j];
     }
 }
 
-/* forward, lbr = 0, part 2: h~ and H (g = (r*Hp) Rh^T, ld H) */
-CLONES static void SFX(fw_h)(const SFX(gctx) *x, int64_t j0, int64_t j1) {
-    const int64_t H = x->H, H3 = 3 * H;
-    for (int64_t b = 0; b < x->B; b++) {
-        const T *x_ = x->xwt + b * H3 + 2 * H, *g_ = x->g + b * H, *hp_ = x->hp + b * H;
-        T *z_ = x->zt + b * H3, *h_ = x->ht + b * H;
-        for (int64_t j = j0; j < j1; j++) {
-            T hh = TANH(SFX(clipv)(x_[j] + g_[j] + x->rbh[j] + x->wbh[j], x->cl));
-            T z = z_[j];
-            z_[2 * H + j] = hh;
-            h_[j] = (1 - z) * hh + z * hp_[j];
-        }
+static __attribute__((noinline)) void SFX(h_row)(int64_t w, T cl, RP(xh), RP(gh), RP(rbh), RP(wbh), RP(hp),
+                                                 RP(zz), T *restrict oh, T *restrict ht) {
+    for (int64_t j = 0; j < w; j++) {
+        T hh = TANH(SFX(clipv)(xh[j] + gh[j] + rbh[j] + wbh[j], cl));
+        T z = zz[j];
+        oh[j] = hh;
+        ht[j] = (1 - z) * hh + z * hp[j];
     }
 }
 
-/* forward, lbr = 1: all gates (g = Hp R^T, ld 3H) */
-CLONES static void SFX(fw_lbr)(const SFX(gctx) *x, int64_t j0, int64_t j1) {
-    const int64_t H = x->H, H3 = 3 * H;
+static __attribute__((noinline)) void SFX(lbr_row)(int64_t w, T cl, RP(xz), RP(xr), RP(xh), RP(gz), RP(gr),
+                                                   RP(gh), RP(wbz), RP(rbz), RP(wbr), RP(rbr), RP(wbh),
+                                                   RP(rbh), RP(hp), T *restrict oz, T *restrict orr,
+                                                   T *restrict oh, T *restrict ht) {
+    for (int64_t j = 0; j < w; j++) {
+        T z = SIGM(SFX(clipv)(xz[j] + gz[j] + wbz[j] + rbz[j], cl));
+        T r = SIGM(SFX(clipv)(xr[j] + gr[j] + wbr[j] + rbr[j], cl));
+        T hh = TANH(SFX(clipv)(xh[j] + r * (gh[j] + rbh[j]) + wbh[j], cl));
+        oz[j] = z;
+        orr[j] = r;
+        oh[j] = hh;
+        ht[j] = (1 - z) * hh + z * hp[j];
+    }
+}
+#undef RP
+
+/* forward, lbr = 0, part 1: z, r and r * Hp */
+static void SFX(fw_zr)(const SFX(gctx) *x, int64_t j0, int64_t j1) {
+    const int64_t H = x->H, H3 = 3 * H, w = j1 - j0;
     for (int64_t b = 0; b < x->B; b++) {
-        const T *x_ = x->xwt + b * H3, *g_ = x->g + b * H3, *hp_ = x->hp + b * H;
-        T *z_ = x->zt + b * H3, *h_ = x->ht + b * H;
-        for (int64_t j = j0; j < j1; j++) {
-            T z = SIGM(SFX(clipv)(x_[j] + g_[j] + x->wbz[j] + x->rbz[j], x->cl));
-            T r = SIGM(SFX(clipv)(x_[H + j] + g_[H + j] + x->wbr[j] + x->rbr[j], x->cl));
-            T hh = TANH(SFX(clipv)(x_[2 * H + j] + r * (g_[2 * H + j] + x->rbh[j]) + x->wbh[j], x->cl));
-            z_[j] = z;
-            z_[H + j] = r;
-            z_[2 * H + j] = hh;
-            h_[j] = (1 - z) * hh + z * hp_[j];
-        }
+        const T *xz = x->xwt + b * H3 + j0, *gz = x->g + b * H3 + 3 * j0;
+        T *oz = x->zt + b * H3 + j0;
+        SFX(zr_row)(w, x->cl, xz, xz + H, gz, gz + w, x->wbz + j0, x->rbz + j0, x->wbr + j0, x->rbr + j0,
+                    x->hp + b * H + j0, oz, oz + H, x->rh + b * H + j0);
     }
 }
 
-/* backward step, part 1: dz, dh~ (and for lbr = 1 dr, dq) from dH = dHnext + dHAll[t] */
-CLONES static void SFX(bw_1)(const SFX(gctx) *x, int64_t j0, int64_t j1) {
-    const int64_t H = x->H, H3 = 3 * H;
+/* forward, lbr = 0, part 2: h~ and H (g's gate-h part = (r*Hp) Rh^T) */
+static void SFX(fw_h)(const SFX(gctx) *x, int64_t j0, int64_t j1) {
+    const int64_t H = x->H, H3 = 3 * H, w = j1 - j0;
+    for (int64_t b = 0; b < x->B; b++) {
+        T *z = x->zt + b * H3 + j0;
+        SFX(h_row)(w, x->cl, x->xwt + b * H3 + 2 * H + j0, x->g + b * H3 + 3 * j0 + 2 * w, x->rbh + j0,
+                   x->wbh + j0, x->hp + b * H + j0, z, z + 2 * H, x->ht + b * H + j0);
+    }
+}
+
+/* forward, lbr = 1: all gates (g = Hp R^T) */
+static void SFX(fw_lbr)(const SFX(gctx) *x, int64_t j0, int64_t j1) {
+    const int64_t H = x->H, H3 = 3 * H, w = j1 - j0;
+    for (int64_t b = 0; b < x->B; b++) {
+        const T *xz = x->xwt + b * H3 + j0, *gz = x->g + b * H3 + 3 * j0;
+        T *oz = x->zt + b * H3 + j0;
+        SFX(lbr_row)(w, x->cl, xz, xz + H, xz + 2 * H, gz, gz + w, gz + 2 * w, x->wbz + j0, x->rbz + j0,
+                     x->wbr + j0, x->rbr + j0, x->wbh + j0, x->rbh + j0, x->hp + b * H + j0, oz, oz + H,
+                     oz + 2 * H, x->ht + b * H + j0);
+    }
+}
+
+/* backward step, part 1: dz, dh~ (and for lbr = 1 dr, dq) from dH = dHnext + dHAll[t]; one row,
+ * restrict parameters as for the forward rows. Without clip, a* point at zeros and cl is inf (every
+ * mask 1, as unclipped); without dHAll, da points at zeros (dn + 0, as before). */
+#define RP(name) const T *restrict name
+#define BW1_COMMON                                                                                 \
+    T dH = dn[j] + da[j];                                                                          \
+    T z = zz[j], r = zr[j], hh = zh[j], hpj = hp[j];                                               \
+    T mz = fabs(az[j]) > cl ? 0 : 1, mr = fabs(ar[j]) > cl ? 0 : 1, mh = fabs(ah[j]) > cl ? 0 : 1; \
+    T dah = dH * (1 - z) * (1 - hh * hh) * mh;                                                     \
+    T daz = dH * (hpj - hh) * z * (1 - z) * mz; /* dH'/dz = Hp - h~ */                             \
+    oz[j] = daz;                                                                                   \
+    oh[j] = dah;                                                                                   \
+    dh[j] = dH * z;                                                                                \
+    (void)r;                                                                                       \
+    (void)mr;
+static __attribute__((noinline)) void SFX(bw1_row)(int64_t w, T cl, RP(dn), RP(da), RP(zz), RP(zr), RP(zh), RP(hp),
+                                                   RP(az), RP(ar), RP(ah), T *restrict oz, T *restrict oh,
+                                                   T *restrict dh) {
+    for (int64_t j = 0; j < w; j++) {
+        BW1_COMMON
+    }
+}
+static __attribute__((noinline)) void SFX(bw1_row_lbr)(int64_t w, T cl, RP(dn), RP(da), RP(zz), RP(zr), RP(zh),
+                                                       RP(hp), RP(q), RP(az), RP(ar), RP(ah), T *restrict oz,
+                                                       T *restrict orr, T *restrict oh, T *restrict dh,
+                                                       T *restrict dq, T *restrict tz, T *restrict tr,
+                                                       T *restrict tq) {
+    for (int64_t j = 0; j < w; j++) {
+        BW1_COMMON
+        T dqj = dah * r;
+        T dar = dah * q[j] * r * (1 - r) * mr;
+        orr[j] = dar;
+        dq[j] = dqj;
+        tz[j] = daz;
+        tr[j] = dar;
+        tq[j] = dqj;
+    }
+}
+#undef BW1_COMMON
+#undef RP
+
+static void SFX(bw_1)(const SFX(gctx) *x, int64_t j0, int64_t j1) {
+    const int64_t H = x->H, H3 = 3 * H, w = j1 - j0;
     const bool lbr = x->dq_t != NULL, clip = x->clip;
+    const T cl = clip ? x->cl : (T)INFINITY;
     for (int64_t b = 0; b < x->B; b++) {
-        const T *z_ = x->zt + b * H3, *hp_ = x->hp + b * H, *dn_ = x->dn + b * H;
-        const T *da_ = x->dhall_t ? x->dhall_t + b * H : NULL, *q_ = x->aux_t + b * H;
-        const T *a_ = clip ? x->pre_t + b * H3 : NULL;
-        T *o_ = x->dat + b * H3, *dh_ = x->dh + b * H, *t3_ = x->t3 + b * H3;
-        for (int64_t j = j0; j < j1; j++) {
-            T dH = dn_[j] + (da_ ? da_[j] : 0);
-            T z = z_[j], r = z_[H + j], hh = z_[2 * H + j], hp = hp_[j];
-            T mz = 1, mr = 1, mh = 1;
-            if (clip) {
-                mz = fabs(a_[j]) > x->cl ? 0 : 1;
-                mr = fabs(a_[H + j]) > x->cl ? 0 : 1;
-                mh = fabs(a_[2 * H + j]) > x->cl ? 0 : 1;
-            }
-            T dah = dH * (1 - z) * (1 - hh * hh) * mh;
-            T daz = dH * (hp - hh) * z * (1 - z) * mz; /* dH'/dz = Hp - h~ */
-            o_[j] = daz;
-            o_[2 * H + j] = dah;
-            dh_[j] = dH * z;
-            if (lbr) {
-                T dq = dah * r;
-                T dar = dah * q_[j] * r * (1 - r) * mr;
-                o_[H + j] = dar;
-                x->dq_t[b * H + j] = dq;
-                t3_[j] = daz;
-                t3_[H + j] = dar;
-                t3_[2 * H + j] = dq;
-            }
+        const T *z = x->zt + b * H3 + j0, *a = clip ? x->pre_t + b * H3 + j0 : x->zero3;
+        const T *da = x->dhall_t ? x->dhall_t + b * H + j0 : x->zero3;
+        const T *dn = x->dn + b * H + j0;
+        T *o = x->dat + b * H3 + j0, *dh = x->dh + b * H + j0;
+        if (lbr) {
+            T *t3 = x->t3 + b * H3 + j0;
+            SFX(bw1_row_lbr)(w, cl, dn, da, z, z + H, z + 2 * H, x->hp + b * H + j0, x->aux_t + b * H + j0, a,
+                             a + H, a + 2 * H, o, o + H, o + 2 * H, dh, x->dq_t + b * H + j0, t3, t3 + H,
+                             t3 + 2 * H);
+        } else {
+            SFX(bw1_row)(w, cl, dn, da, z, z + H, z + 2 * H, x->hp + b * H + j0, a, a + H, a + 2 * H, o,
+                         o + 2 * H, dh);
         }
     }
 }
@@ -150,10 +207,11 @@ static int32_t SFX(gru_forward)(opc_call *c, const gru_plan *p, opc_tensor *outs
     if (!zrh) zrh = own_zrh = malloc((size_t)(S * B * H3 + 1) * sizeof(T));
     T *xw = malloc((size_t)(S * B * H3 + 1) * sizeof(T));
     T *g = malloc((size_t)(B * H3 + 1) * sizeof(T));
-    T *rh = malloc((size_t)(2 * B * H + 1) * sizeof(T));
+    T *rh = malloc((size_t)(B * H + 1) * sizeof(T));
+    T *rp = malloc((size_t)(H3 * H + 1) * sizeof(T));
     T *zero = calloc((size_t)((6 * H > B * H ? 6 * H : B * H) + 1), sizeof(T));
     int32_t status = OPC_OK;
-    if (!hall || !zrh || !xw || !g || !rh || !zero) {
+    if (!hall || !zrh || !xw || !g || !rh || !rp || !zero) {
         status = opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "out of memory for GRU work buffers");
         goto done;
     }
@@ -161,17 +219,25 @@ static int32_t SFX(gru_forward)(opc_call *c, const gru_plan *p, opc_tensor *outs
     const T *wbz = bias, *wbr = bias + H, *wbh = bias + 2 * H, *rbz = bias + 3 * H, *rbr = bias + 4 * H,
             *rbh = bias + 5 * H;
     opc_gemm_par(DT, false, true, S * B, H3, I, 1.0, X, I, W, I, 0.0, xw, H3, nt);
-    /* One parallel region for the whole recurrence: each thread owns hidden columns [j0, j1) of
-     * every gate, computes its slice of the step GEMMs (OpenBLAS held to 1 thread) and its gates;
-     * barriers separate the phases that read other threads' columns. */
+    /* R permuted block-major: block [j0, j1) holds rows z j0..j1, r j0..j1, h j0..j1, so one GEMM
+     * per block gives its columns of all gates (lbr = 1) or of z and r (lbr = 0). */
+    int64_t hb, nblk;
+    gru_blocks(H, &hb, &nblk);
+    for (int64_t j0 = 0; j0 < H; j0 += hb) {
+        int64_t w = j0 + hb < H ? hb : H - j0;
+        for (int q = 0; q < 3; q++)
+            memcpy(rp + (3 * j0 + q * w) * H, R + (q * H + j0) * H, (size_t)(w * H) * sizeof(T));
+    }
+    /* One parallel region for the whole recurrence: each thread owns whole column blocks (their
+     * boundaries fixed by H alone, so every GEMM has the same shape for any thread count), computes
+     * their step GEMMs (OpenBLAS held to 1 thread) and gates; barriers separate the phases that
+     * read other threads' columns. */
     const T *h_init = h0 ? h0 : zero;
-    T *gh = rh + B * H; /* [B, H] after rh in the same allocation */
-    int nth = (int)(B * H >= GRU_PAR_MIN ? nt : 1);
+    int nth = (int)(B * H >= opc_grain(GRU_PAR_MIN) ? (nt < nblk ? nt : nblk) : 1);
 #pragma omp parallel num_threads(nth)
     {
-        int64_t j0, j1;
-        opc_split(H, omp_get_num_threads(), omp_get_thread_num(), 16, &j0, &j1);
-        int64_t nj = j1 - j0;
+        int64_t k0, k1;
+        opc_split(nblk, omp_get_num_threads(), omp_get_thread_num(), 1, &k0, &k1);
         SFX(gctx) gx = {.B = B, .H = H, .cl = cl, .g = g, .rh = rh, .wbz = wbz, .wbr = wbr, .wbh = wbh,
                         .rbz = rbz, .rbr = rbr, .rbh = rbh};
         const T *hp = h_init;
@@ -181,21 +247,21 @@ static int32_t SFX(gru_forward)(opc_call *c, const gru_plan *p, opc_tensor *outs
             gx.zt = zrh + t * B * H3;
             gx.xwt = xw + t * B * H3;
             gx.hp = hp;
-            if (nj > 0) { /* g[:, gate cols j0..j1) = Hp . R[gate rows j0..j1)^T, ld 3H */
-                for (int k = 0; k < (p->lbr ? 3 : 2); k++)
-                    opc_gemm(DT, false, true, B, nj, H, 1.0, hp, H, R + (k * H + j0) * H, H, 0.0,
-                             g + k * H + j0, H3);
+            for (int64_t k = k0; k < k1; k++) {
+                int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
+                opc_gemm(DT, false, true, B, (p->lbr ? 3 : 2) * w, H, 1.0, hp, H, rp + 3 * j0 * H, H, 0.0,
+                         g + 3 * j0, H3);
+                if (p->lbr) SFX(fw_lbr)(&gx, j0, j0 + w);
+                else SFX(fw_zr)(&gx, j0, j0 + w);
             }
             if (!p->lbr) {
-                SFX(fw_zr)(&gx, j0, j1);
 #pragma omp barrier
-                gx.g = gh;
-                if (nj > 0)
-                    opc_gemm(DT, false, true, B, nj, H, 1.0, rh, H, R + (2 * H + j0) * H, H, 0.0, gh + j0, H);
-                SFX(fw_h)(&gx, j0, j1);
-                gx.g = g;
-            } else {
-                SFX(fw_lbr)(&gx, j0, j1);
+                for (int64_t k = k0; k < k1; k++) { /* gate h: (r * Hp) Rh^T, all of r * Hp needed */
+                    int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
+                    opc_gemm(DT, false, true, B, w, H, 1.0, rh, H, rp + (3 * j0 + 2 * w) * H, H, 0.0,
+                             g + 3 * j0 + 2 * w, H3);
+                    SFX(fw_h)(&gx, j0, j0 + w);
+                }
             }
 #pragma omp barrier
             hp = gx.ht;
@@ -209,6 +275,7 @@ done:
     free(xw);
     free(g);
     free(rh);
+    free(rp);
     free(zero);
     return status;
 }
@@ -282,14 +349,15 @@ static int32_t SFX(gru_backward)(opc_call *c, const gru_plan *p, opc_tensor *out
     }
     if (dht) memcpy(dhn, dht, (size_t)(B * H) * es);
 
-    /* The recurrence through dH, partitioned by hidden columns as in the forward pass. */
-    int nth = (int)(B * H >= GRU_PAR_MIN ? nt : 1);
+    /* The recurrence through dH, in the forward pass's column blocks. */
+    int64_t hb, nblk;
+    gru_blocks(H, &hb, &nblk);
+    int nth = (int)(B * H >= opc_grain(GRU_PAR_MIN) ? (nt < nblk ? nt : nblk) : 1);
 #pragma omp parallel num_threads(nth)
     {
-        int64_t j0, j1;
-        opc_split(H, omp_get_num_threads(), omp_get_thread_num(), 16, &j0, &j1);
-        int64_t nj = j1 - j0;
-        SFX(gctx) gx = {.B = B, .H = H, .cl = cl, .clip = clip, .t3 = t3};
+        int64_t k0, k1;
+        opc_split(nblk, omp_get_num_threads(), omp_get_thread_num(), 1, &k0, &k1);
+        SFX(gctx) gx = {.B = B, .H = H, .cl = cl, .clip = clip, .t3 = t3, .zero3 = zero};
         T *dn = dhn, *dcur = dh;
         for (int64_t step = S - 1; step >= 0; step--) {
             int64_t t = p->reverse ? S - 1 - step : step;
@@ -302,19 +370,26 @@ static int32_t SFX(gru_backward)(opc_call *c, const gru_plan *p, opc_tensor *out
             gx.dq_t = lbr ? dq_all + t * B * H : NULL;
             gx.dn = dn;
             gx.dh = dcur;
-            SFX(bw_1)(&gx, j0, j1);
+            for (int64_t k = k0; k < k1; k++) SFX(bw_1)(&gx, k * hb, k * hb + hb < H ? k * hb + hb : H);
 #pragma omp barrier
             if (!lbr) {
-                /* d(r*Hp)[:, j0..j1) = dah . Rh[:, j0..j1) -> t3 (as [B, H]) */
-                if (nj > 0)
-                    opc_gemm(DT, false, false, B, nj, H, 1.0, gx.dat + 2 * H, H3, R + 2 * H * H + j0, H, 0.0,
+                /* d(r*Hp)[:, block] = dah . Rh[:, block] -> t3 (as [B, H]) */
+                for (int64_t k = k0; k < k1; k++) {
+                    int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
+                    opc_gemm(DT, false, false, B, w, H, 1.0, gx.dat + 2 * H, H3, R + 2 * H * H + j0, H, 0.0,
                              t3 + j0, H);
-                SFX(bw_2)(&gx, j0, j1);
+                    SFX(bw_2)(&gx, j0, j0 + w);
+                }
 #pragma omp barrier
-                if (nj > 0)
-                    opc_gemm(DT, false, false, B, nj, 2 * H, 1.0, gx.dat, H3, R + j0, H, 1.0, dcur + j0, H);
-            } else if (nj > 0) {
-                opc_gemm(DT, false, false, B, nj, H3, 1.0, t3, H3, R + j0, H, 1.0, dcur + j0, H);
+                for (int64_t k = k0; k < k1; k++) {
+                    int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
+                    opc_gemm(DT, false, false, B, w, 2 * H, 1.0, gx.dat, H3, R + j0, H, 1.0, dcur + j0, H);
+                }
+            } else {
+                for (int64_t k = k0; k < k1; k++) {
+                    int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
+                    opc_gemm(DT, false, false, B, w, H3, 1.0, t3, H3, R + j0, H, 1.0, dcur + j0, H);
+                }
             }
 #pragma omp barrier
             T *tmp = dn;

@@ -39,13 +39,9 @@ typedef struct {
     opc_exec_fn exec;
 } opc_op_entry;
 
-/* Hot loops are compiled for AVX-512, AVX2+FMA and baseline x86-64, picked at load time (ifunc).
- * Inside OpenMP regions call a CLONES function (the outlined region itself is not cloned). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(OPC_NO_CLONES)
-#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
+/* The whole library is built once per ISA level (CMakeLists.txt: -march per level, one .so each), so
+ * hot loops need no per-function clones; CLONES is kept as a marker of the vectorised loops. */
 #define CLONES
-#endif
 
 /* errors ------------------------------------------------------------------------------------ */
 int32_t opc_fail(opc_call *c, int32_t status, const char *fmt, ...)
@@ -83,6 +79,12 @@ void opc_shape_from(opc_shape *s, const opc_tensor *t);
 static inline bool opc_mul_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
 
 /* threads ----------------------------------------------------------------------------------- */
+/* Set by opc_set_force_split (thread-invariance checks): small inputs split across threads too. */
+extern int32_t opc_force_split;
+/* The least work (elements, FLOPs, ...) worth a thread: `grain` normally, 1 when splitting is forced.
+ * Every "too small to parallelise" threshold goes through this. */
+static inline int64_t opc_grain(int64_t grain) { return opc_force_split ? 1 : grain; }
+
 /* Splits [0, n) into per-thread ranges whose boundaries are multiples of `align`. */
 static inline void opc_split(int64_t n, int nth, int tid, int64_t align, int64_t *lo, int64_t *hi) {
     int64_t blocks = (n + align - 1) / align;

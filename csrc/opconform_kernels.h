@@ -145,6 +145,12 @@ OPC_API int32_t opc_run(const char *op,
  * beyond NULL pointers and n <= 0 (both make it return without touching memory). */
 OPC_API void opc_triad_f32(float *a, const float *b, const float *c, float s, int64_t n, int32_t threads);
 
+/* Testing aid for thread invariance: with force != 0, every kernel splits its work across the threads
+ * it is given however small the input (normally small inputs run on one thread, because starting
+ * threads would cost more than it saves), so a 1- vs 2-thread comparison exercises the split on the
+ * small cases of a test tier. Process-wide; returns the previous setting. Results must not change. */
+OPC_API int32_t opc_set_force_split(int32_t force);
+
 /* Build facts as a JSON object text (compiler, flags, OpenMP version, BLAS, sanitizers). */
 OPC_API const char *opc_build_info(void);
 OPC_API int32_t opc_abi_version(void);

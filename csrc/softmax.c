@@ -134,7 +134,7 @@ int32_t opc_prep_logsoftmax13(opc_call *c, void *p, opc_shape *o) { return prep(
         }                                                                                         \
     }
 
-KERNELS(f32, float, float, LD_ID, ST_F32, opc_expf)
+KERNELS(f32, float, float, LD_ID, ST_F32, opc_expf) /* simd: 8 (the 2 LogSoftmax exp loops among them) */
 KERNELS(f64, double, double, LD_ID, ST_F64, exp)
 KERNELS(f16, uint16_t, float, LD_F16, ST_F16, opc_expf)
 KERNELS(bf16, uint16_t, float, LD_BF16, ST_BF16, opc_expf)
@@ -181,7 +181,7 @@ KERNELS(bf16w, uint16_t, double, LD_BF16, ST_BF16, opc_expf)
         }                                                                                         \
     }
 
-CHECKED(f32, float, LD_F32)
+CHECKED(f32, float, LD_F32) /* simd: 3 */
 CHECKED(bf16, uint16_t, LD_BF16)
 
 static void run_items(const sm_plan *p, const void *dy, const void *y, void *dx, int64_t lo,
@@ -206,7 +206,7 @@ int32_t opc_exec_softmax(opc_call *c, const void *plan_v, opc_tensor *outs) {
     const void *dy = c->in[0]->data, *y = c->in[1]->data;
     void *dx = outs[0].data;
     int64_t items = p->inner == 1 ? p->outer : p->outer * ((p->inner + JB - 1) / JB);
-    int64_t want = p->numel / 32768 + 1;
+    int64_t want = p->numel / opc_grain(32768) + 1;
     if (want > items) want = items;
     int nt = (int)(want < c->threads ? want : c->threads);
     if (nt <= 1) {

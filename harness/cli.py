@@ -2,7 +2,8 @@
 
 Exit codes: 0 the verdict passed; 1 the verdict failed (unexpected failures, undeclared crashes,
 errors, stale divergences) or `validate` found problems; 2 bad usage (malformed spec, unknown op,
-unknown or unavailable backend); 130 interrupted (results so far stay on disk).
+unknown or unavailable backend); 130 interrupted, 143 terminated by SIGTERM (results so far stay on disk,
+and summary.json has the totals and an interrupted verdict).
 
 The gate (`run`, `merge`, and pytest on generated_tests/ through harness.plugin) exits 1 when its
 verdict fails, listing one reason a line: unexpected failures, expected failures that passed
@@ -24,6 +25,7 @@ from harness import backends as registry
 from harness.cases import TIERS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_TERMINATED = 143  # SIGTERM during `run`: 128 + 15, as a shell reports it
 
 
 class UsageError(Exception):
@@ -36,6 +38,17 @@ def _comma_list(text: str) -> list[str]:
 
 def _add_spec_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--specs", type=Path, help="spec directory (default: ./specs or $OPCONFORM_SPECS)")
+    p.add_argument("--max-case-memory", type=_size, metavar="SIZE",
+                   help="budget for one case's tensors, checked when the specs load (default 1GiB; e.g. 4GiB)")
+
+
+def _size(text: str) -> int:
+    from harness.spec.checks import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs, e.g. 'ReluGrad,*Gelu*'")
     p.add_argument("--backends", type=_comma_list,
                    help=f"comma-separated backends (known: {', '.join(registry.FACTORIES)}; "
-                        f"default: {', '.join(registry.DEFAULT)} where available)")
+                        f"default: {', '.join(registry.DEFAULT)} where available; "
+                        f"{', '.join(registry.EXPECTED)} are expected: one unavailable fails the verdict)")
+    p.add_argument("--allow-missing-backends", action="store_true",
+                   help="an unavailable expected backend is recorded, not a failed verdict")
     p.add_argument("--tier", choices=TIERS, default="ci", help="smoke (seconds) < ci (the gate) < nightly")
     p.add_argument("--cases", help="only case ids matching this glob, e.g. 'infinities/*' or 'float16-*'")
     p.add_argument("--seed", type=int, default=0, help="global seed mixed into every case seed (default 0)")
@@ -69,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", type=Path, metavar="OTHER", help="a previous run directory to compare with")
     p.add_argument("--out", type=Path, metavar="FILE", help="the HTML file (default RUN_DIR/index.html)")
     p.add_argument("--bench", type=Path, metavar="FILE", help="benchmark JSON (default RUN_DIR/bench.json if present)")
+    p.add_argument("--mutate", type=Path, metavar="FILE",
+                   help="`opconform mutate` figures (default RUN_DIR/mutate.json if present)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("bench", help="time openmp, ort, torch and reference on the same inputs; ratios and GB/s, GFLOP/s")
@@ -80,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bandwidth", action="store_true",
                    help="also measure the machine's limits: a STREAM-like triad (GB/s) and sgemm (GFLOP/s)")
     p.add_argument("--quick", action="store_true", help="a few repetitions only, to check the command works")
+    p.add_argument("--isa", type=_comma_list, metavar="LEVEL[,LEVEL...]",
+                   help="ISA levels of the openmp kernels to measure, one after another (baseline, avx2, avx512; "
+                        "default: the selected one, OPCONFORM_ISA or the best); torch is forced to the same level")
     p.add_argument("--out", type=Path, metavar="FILE",
                    help="the JSON written (default reports/bench-<date>-<time>/bench.json); "
                         "`opconform report RUN_DIR --bench FILE` shows it")
@@ -126,6 +147,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--today", type=_date, help="judge waiver review dates as of YYYY-MM-DD (default: today)")
     p.set_defaults(func=cmd_merge)
 
+    p = sub.add_parser("mutate", help="how strong is a spec: wrong reference outputs its cases must catch")
+    _add_spec_option(p)
+    p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs")
+    p.add_argument("--tier", choices=TIERS, default="ci", help="the cases that must catch the mutants (default ci)")
+    p.add_argument("--seed", type=int, default=0, help="global seed mixed into every case seed (default 0)")
+    p.add_argument("--out", type=Path, metavar="FILE",
+                   help="the JSON written (default reports/mutate-<date>-<time>/mutate.json); put it in a run "
+                        "directory (RUN_DIR/mutate.json) or pass `opconform report --mutate FILE` to show it")
+    p.set_defaults(func=cmd_mutate)
+
     p = sub.add_parser("waivers", help="waiver tools: `waivers propose [RUN_DIR]` prints drafts for failures")
     _add_spec_option(p)
     p.add_argument("action", choices=["propose"])
@@ -151,9 +182,10 @@ def _date(text: str):
 
 
 def load(args):
-    from harness.spec.loader import load_catalog
+    from harness.catalog import load as load_catalog
+    from harness.spec.checks import DEFAULT_MAX_CASE_BYTES
 
-    return load_catalog(args.specs)
+    return load_catalog(args.specs, max_case_bytes=getattr(args, "max_case_memory", None) or DEFAULT_MAX_CASE_BYTES)
 
 
 def cmd_validate(args) -> int:
@@ -167,20 +199,25 @@ def cmd_validate(args) -> int:
         print(f"{len(e.problems)} problem(s) found", file=sys.stderr)
         return EXIT_FAILED
     print(f"{len(catalog.specs)} specs valid: {', '.join(s.op for s in catalog.specs)}")
-    _warn_waiver_reviews(catalog)
-    return EXIT_OK
+    return EXIT_FAILED if _warn_waiver_reviews(catalog) else EXIT_OK
 
 
-def _warn_waiver_reviews(catalog) -> None:
-    """Waivers past review_by: the gate warns during the grace period, then fails."""
+def _warn_waiver_reviews(catalog) -> int:
+    """Waivers past review_by: the gate warns during the grace period, then fails, and so does
+    `validate` (it returns how many are expired)."""
     from harness import waivers
 
-    today = waivers.today()
+    today, expired = waivers.today(), 0
     for w in catalog.waivers:
         state = w.state(today)
-        if state != "active":
-            print(f"warning: {w.file}: waiver {w.id}: review_by {w.review_by} has passed"
-                  + (" and so has its grace period: the gate fails" if state == "expired" else ""), file=sys.stderr)
+        if state == "expired":
+            expired += 1
+            print(f"{w.file}: review_by: waiver {w.id}: {w.review_by} has passed and so has its "
+                  f"{waivers.GRACE_DAYS}-day grace period (the gate fails): review it, then renew review_by or "
+                  "remove the waiver", file=sys.stderr)
+        elif state != "active":
+            print(f"warning: {w.file}: waiver {w.id}: review_by {w.review_by} has passed", file=sys.stderr)
+    return expired
 
 
 def cmd_run(args) -> int:
@@ -189,9 +226,13 @@ def cmd_run(args) -> int:
     for name in args.backends or []:
         if name not in registry.FACTORIES:
             raise UsageError(f"unknown backend '{name}'; known: {', '.join(registry.FACTORIES)}")
+    from harness.backends.worker import prestart
+
+    prestart(registry.FACTORIES[name] for name in args.backends or registry.DEFAULT)  # imports overlap the loading
     catalog = load(args)
     options = RunOptions(ops=args.ops, backends=args.backends, tier=args.tier, cases=args.cases, seed=args.seed,
-                         threads=args.threads, timeout=args.timeout, out=args.out, progress=args.progress)
+                         threads=args.threads, timeout=args.timeout, out=args.out, progress=args.progress,
+                         allow_missing_backends=args.allow_missing_backends)
     outcome = run(catalog, options)
     print_summary(outcome)
     if args.report:
@@ -219,8 +260,10 @@ def cmd_report(args) -> int:
         raise UsageError(f"--baseline {args.baseline}: no results.jsonl there; pass a directory written by `opconform run`")
     if args.bench and not args.bench.is_file():
         raise UsageError(f"--bench {args.bench}: no such file")
+    if args.mutate and not args.mutate.is_file():
+        raise UsageError(f"--mutate {args.mutate}: no such file")
     try:
-        out = write_report(args.run_dir, args.out, args.baseline, args.bench, args.specs)
+        out = write_report(args.run_dir, args.out, args.baseline, args.bench, args.specs, mutation=args.mutate)
     except ReportError as e:
         raise UsageError(str(e)) from None
     print(f"report: {out}")
@@ -236,7 +279,8 @@ def cmd_bench(args) -> int:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
     out = args.out or Path("reports") / f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}" / "bench.json"
     options = BenchOptions(ops=args.ops, sizes=args.sizes, backends=args.backends or list(BACKENDS),
-                           threads=args.threads, bandwidth=args.bandwidth, quick=args.quick, out=out)
+                           threads=args.threads, bandwidth=args.bandwidth, quick=args.quick, out=out,
+                           isa=args.isa)
     try:
         doc = run_bench(load(args), options, log=main_log)
     except BenchError as e:
@@ -322,12 +366,12 @@ def cmd_gen_tests(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    from harness import gate
+    from harness import gate, rundir
 
     catalog = load(args)
     try:
-        summary = gate.merge(args.dirs, args.out, catalog, today=args.today)
-    except gate.MergeError as e:
+        summary = rundir.merge(args.dirs, args.out, catalog, today=args.today)
+    except rundir.MergeError as e:
         raise UsageError(str(e)) from None
     gate.print_verdict(summary, sys.stdout)
     print(f"results: {args.out}/results.jsonl, {args.out}/summary.json")
@@ -335,9 +379,30 @@ def cmd_merge(args) -> int:
     return EXIT_OK if summary["verdict"]["passed"] else EXIT_FAILED
 
 
+def cmd_mutate(args) -> int:
+    import datetime
+
+    from harness import mutate
+    from harness.rundir import write_json
+
+    catalog = load(args)
+    figures = mutate.mutate(catalog, args.ops, args.tier, args.seed,
+                            log=lambda line: print(line, file=sys.stderr, flush=True))
+    out = args.out or Path("reports") / f"mutate-{datetime.datetime.now():%Y%m%d-%H%M%S}" / "mutate.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(out, figures)
+    print(mutate.format_table(figures))
+    weak = mutate.weaknesses(figures)
+    print(f"\n{len(weak)} weakness(es): mutant(s) larger than x{mutate.SURVIVOR_LIMIT:g} of the tolerance that no "
+          f"{args.tier} case catches" if weak else f"\nno mutant larger than x{mutate.SURVIVOR_LIMIT:g} of the "
+          f"tolerance survives the {args.tier} tier")
+    print(f"figures: {out}")
+    return EXIT_FAILED if weak else EXIT_OK
+
+
 def cmd_waivers(args) -> int:
     from harness import waivers
-    from harness.results import read_results
+    from harness.rundir import read_results
 
     catalog = load(args)
     run_dir = args.run_dir or _newest_run(Path("reports"))
@@ -388,9 +453,12 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, UnknownOp, UnknownBackend, RunError) as e:
         print(f"opconform: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("opconform: interrupted; results written so far are kept", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        from harness.runner import Terminated
+
+        print(f"opconform: {'terminated (SIGTERM)' if isinstance(e, Terminated) else 'interrupted'}; results written "
+              "so far are kept", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

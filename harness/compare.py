@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from harness import dtypes
+from harness.status import Problem
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,14 @@ class Comparison:
     max_ulp: float = 0.0
     budget_used: float = 0.0  # largest error / allowed error; <= 1 passes
     worst: dict | None = None  # {"index", "actual", "expected"} of the element using most budget
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # one line each, for people
+    kinds: list[str] = field(default_factory=list)  # harness.status.Problem values: what decisions read
     tolerance: Tolerance | None = None
+
+    def fail(self, kind: Problem, text: str, first: bool = False) -> None:
+        self.problems.insert(0, text) if first else self.problems.append(text)
+        self.kinds.insert(0, kind.value) if first else self.kinds.append(kind.value)
+        self.passed = False
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -65,7 +72,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance
             allowance: np.ndarray | None = None) -> Comparison:
     if actual.shape != expected.shape:
         return Comparison(False, int(expected.size), int(expected.size), problems=[
-            f"shape {list(actual.shape)}, expected {list(expected.shape)}"], tolerance=tol)
+            f"shape {list(actual.shape)}, expected {list(expected.shape)}"], kinds=[Problem.SHAPE.value], tolerance=tol)
     a = actual.astype(np.float64)
     r = _overflowed_to_inf(np.asarray(expected, dtype=np.float64), dtype)
     result = Comparison(True, int(r.size), tolerance=tol)
@@ -78,11 +85,11 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance
     missing_nan = nan_r & ~nan_a
     extra_nan = nan_a & ~nan_r
     wrong_inf = inf_r & ~nan_a & (a != r)
-    for mask, what in ((missing_nan, "NaN expected but a number returned"),
-                       (extra_nan, "NaN returned where a number was expected"),
-                       (wrong_inf, "infinity expected but a different value returned")):
+    for mask, kind, what in ((missing_nan, Problem.MISSING_NAN, "NaN expected but a number returned"),
+                             (extra_nan, Problem.EXTRA_NAN, "NaN returned where a number was expected"),
+                             (wrong_inf, Problem.WRONG_INF, "infinity expected but a different value returned")):
         if mask.any():
-            result.problems.append(f"{what} at {int(mask.sum())} element(s), first at {_at(mask)}")
+            result.fail(kind, f"{what} at {int(mask.sum())} element(s), first at {_at(mask)}")
 
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.where(finite_r & ~nan_a, np.abs(a - r), 0.0)  # inf when a is +/-inf
@@ -102,9 +109,8 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance
     worst = np.unravel_index(int(np.argmax(budget)), r.shape)
     result.worst = {"index": [int(i) for i in worst], "actual": float(a[worst]), "expected": float(r[worst])}
     if over.any():
-        result.problems.append(
-            f"{int(over.sum())} of {r.size} element(s) outside tolerance: max abs err {result.max_abs:.3g}, "
+        result.fail(
+            Problem.OUT_OF_TOLERANCE, f"{int(over.sum())} of {r.size} element(s) outside tolerance: max abs err {result.max_abs:.3g}, "
             f"worst at {result.worst['index']} got {result.worst['actual']:.7g} expected "
             f"{result.worst['expected']:.7g} (tolerance used x{result.budget_used:.3g})")
-    result.passed = not result.problems
     return result

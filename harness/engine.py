@@ -9,18 +9,20 @@ this dtype or feature); crashed (the backend's process died or hung); error (the
 could not build or check the case: always a bug to fix); waived (a failure, or a case not run, that
 a backend team accepts in specs/_waivers/<backend>.yaml: counted apart, see harness.waivers).
 
-`run_case` is the single entry point: `opconform run` and the generated pytest files call it, so a case
-gets the same status and detail wherever it runs.
+Statuses and failure kinds are defined in harness.status; decisions read them, never `detail`.
+`harness.case_checks.run_case` composes this module's judgement with the gradient check, the
+self-consistency checks and the waivers: `opconform run` and the generated pytest files call it, so
+a case gets the same status and detail wherever it runs.
 """
 from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
 
 from harness import contract
-from harness import waivers as waiver_rules
 from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, Request, TimedOut, Unsupported
 from harness.backends.reference import evaluate
 from harness.cases import Case
@@ -29,14 +31,9 @@ from harness.diagnose import diagnose
 from harness.dtypes import NUMPY
 from harness.probe import capability
 from harness.spec.model import Divergence
-from harness.tensors import CaseError, make_inputs
+from harness.status import EXPLAINS, STATUSES, UNEXPECTED, Check, Failure, Problem, Status  # noqa: F401 (re-exported)
+from harness.tensors import CaseError, make_tensors
 from harness.tolerance import allowances
-
-STATUSES = ("pass", "fail", "divergent", "waived", "unsupported", "crashed", "error")
-UNEXPECTED = ("fail", "crashed", "error")
-# Which declared divergence results explain which observed failure kinds.
-EXPLAINS = {"wrong_values": ("wrong_values", "wrong_shape"), "crash": ("crash",), "hang": ("hang",),
-            "accepts_invalid": ("accepts_invalid",), "unsupported": ("rejects_valid",)}
 
 
 @dataclass
@@ -45,6 +42,7 @@ class Prepared:
     case: Case
     seed: int
     inputs: dict[str, np.ndarray | None] = field(default_factory=dict)
+    forward_inputs: dict[str, np.ndarray] = field(default_factory=dict)  # float64 values derived inputs came from
     expected: list[np.ndarray] | None = None
     allowance: list[np.ndarray | None] | None = None  # extra per-element error allowed (reductions)
     allowance_notes: list[str] | None = None  # provenance of each allowance, for the verdict
@@ -65,23 +63,31 @@ class Result:
     params: dict
     attributes: dict
     input_shapes: dict
-    status: str = "pass"
-    failure: str | None = None  # wrong_values, wrong_shape, rejects_valid, accepts_invalid, crash, hang
-    detail: str = ""
+    status: str = Status.PASS.value  # a harness.status.Status value
+    failure: str | None = None  # a harness.status.Failure value
+    detail: str = ""  # for people only: no decision reads it
     divergence: str | None = None  # id of the known divergence that explains (or was expected to explain) it
+    divergence_reproduced: bool | None = None  # with `divergence`: did it explain this result?
     outputs: dict = field(default_factory=dict)  # output name -> Comparison.to_json()
     waiver: str | None = None  # id of the waiver that waived it (or that an XPASS says to remove)
-    check: str = "reference"  # or a self-consistency check: output_subset, own_saved_state (harness.self_consistency)
+    check: str = Check.REFERENCE.value  # or gradient (harness.gradcheck), or a self-consistency check
     diagnosis: dict | None = None  # for wrong outputs: the alternative semantics they match (harness.diagnose)
+    gradient: dict | None = None  # check gradient: per forward input, the Taylor-remainder sequence (harness.gradcheck)
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {k: v.value if isinstance(v, Enum) else v for k, v in self.__dict__.items()}
+
+    def set(self, status: Status, failure: Failure | None = None, detail: str | None = None) -> None:
+        self.status = status.value
+        self.failure = failure.value if failure is not None else None
+        if detail is not None:
+            self.detail = detail
 
 
 def prepare(case: Case, global_seed: int = 0) -> Prepared:
     prepared = Prepared(case, case.seed(global_seed))
     try:
-        prepared.inputs = make_inputs(case, global_seed)
+        prepared.inputs, prepared.forward_inputs = make_tensors(case, global_seed)
         if case.valid:
             problems = contract.input_problems(case.spec, prepared.inputs, case.attributes)
             if problems:
@@ -119,79 +125,80 @@ def new_result(prepared: Prepared, backend: str) -> Result:
                   {k: None if v is None else list(v.shape) for k, v in prepared.inputs.items()})
 
 
-def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance) -> Result:
+def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_failures: bool = True) -> Result:
     """Run one prepared case on one backend and decide its status."""
     result = new_result(prepared, backend.name)
     if prepared.problem:
-        result.status, result.detail = "error", prepared.problem
+        result.set(Status.ERROR, detail=prepared.problem)
         return result
     support = capability(backend, prepared.case.spec, prepared.case.dtype)
     if support.gates:  # never run, so never passed: even where the backend would run it silently
-        result.status, result.detail = "unsupported", f"probe: {support.status}: {support.reason}"
+        result.set(Status.UNSUPPORTED, detail=f"probe: {support.status}: {support.reason}")
         return result
     try:
         outcome = backend.run(request_for(prepared, backend.threads))
     except Exception as e:  # a backend adapter bug: report it, keep the run going
-        result.status, result.detail = "error", f"backend raised {type(e).__name__}: {e}"
+        result.set(Status.ERROR, detail=f"backend raised {type(e).__name__}: {e}")
         return result
-    _score(prepared, outcome, tolerance, result)
-    if result.failure in ("wrong_values", "wrong_shape") and isinstance(outcome, Outputs):
+    score(prepared, outcome, tolerance, result)
+    if diagnose_failures and result.failure in (Failure.WRONG_VALUES, Failure.WRONG_SHAPE) \
+            and isinstance(outcome, Outputs):
         result.diagnosis = diagnose(prepared, outcome.values, tolerance)
         if result.diagnosis and result.diagnosis["matches"]:  # say first what the kernel computes instead
             result.detail = f"{result.diagnosis['summary']} | {result.detail}"
         elif result.diagnosis:
             result.detail += f" | diagnosis: {result.diagnosis['summary']}"
-    _apply_divergences(prepared, result)
+    apply_divergences(prepared, result)
     return result
 
 
-def _score(prepared: Prepared, outcome: Outcome, tolerance: Tolerance, result: Result) -> None:
+def score(prepared: Prepared, outcome: Outcome, tolerance: Tolerance, result: Result) -> None:
+    """The status and failure kind of one backend outcome, before declared divergences."""
     case = prepared.case
     if isinstance(outcome, Unsupported):
-        result.status, result.detail = "unsupported", outcome.reason
+        result.set(Status.UNSUPPORTED, detail=outcome.reason)
     elif isinstance(outcome, Crashed):
-        result.status, result.failure = "crashed", "crash"
-        result.detail = f"worker killed by {outcome.signal}" + (f": {outcome.detail}" if outcome.detail else "")
+        result.set(Status.CRASHED, Failure.CRASH,
+                   f"worker killed by {outcome.signal}" + (f": {outcome.detail}" if outcome.detail else ""))
     elif isinstance(outcome, TimedOut):
-        result.status, result.failure = "crashed", "hang"
-        result.detail = f"no answer within {outcome.seconds:g} s (hang); worker killed"
+        result.set(Status.CRASHED, Failure.HANG, f"no answer within {outcome.seconds:g} s (hang); worker killed")
     elif isinstance(outcome, Rejected):
         if case.valid:
-            result.status, result.failure = "fail", "rejects_valid"
-            result.detail = f"rejected a valid input: {outcome.message}"
+            result.set(Status.FAIL, Failure.REJECTS_VALID, f"rejected a valid input: {outcome.message}")
         else:
             result.detail = f"rejected as expected: {outcome.message}"
     elif not case.valid:
-        result.status, result.failure = "fail", "accepts_invalid"
-        result.detail = f"accepted an invalid input ({case.group.why}) and returned outputs"
+        result.set(Status.FAIL, Failure.ACCEPTS_INVALID,
+                   f"accepted an invalid input ({case.group.why}) and returned outputs")
     else:
         _score_outputs(prepared, outcome, tolerance, result)
 
 
 def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, result: Result) -> None:
     case, spec = prepared.case, prepared.case.spec
-    problems = []
+    problems, failure = [], None
     for index, (out, expected, actual) in enumerate(zip(spec.outputs, prepared.expected, outcome.values)):
         if out.name not in case.requested_outputs:
             if actual is not None:
+                failure = failure or Failure.WRONG_SHAPE
                 problems.append(f"{out.name}: returned although not requested")
             continue
         if actual is None:
-            result.failure = "wrong_shape"
+            failure = Failure.WRONG_SHAPE
             problems.append(f"{out.name}: requested but not returned")
             continue
         want_dtype = spec.dtype_of(out, case.dtype)
         output_tolerance = Tolerance(tolerance.atol, tolerance.rtol, tolerance.source + prepared.allowance_notes[index])
         comparison = compare(actual, expected, want_dtype, output_tolerance, prepared.allowance[index])
         if actual.dtype != NUMPY[want_dtype]:
-            comparison.problems.insert(0, f"dtype {actual.dtype}, expected {want_dtype}")
-            comparison.passed = False
+            comparison.fail(Problem.DTYPE, f"dtype {actual.dtype}, expected {want_dtype}", first=True)
         result.outputs[out.name] = comparison.to_json()
         if not comparison.passed:
-            result.failure = result.failure or ("wrong_shape" if actual.shape != expected.shape else "wrong_values")
+            wrong_form = {Problem.SHAPE.value, Problem.DTYPE.value} & set(comparison.kinds)
+            failure = failure or (Failure.WRONG_SHAPE if wrong_form else Failure.WRONG_VALUES)
             problems.append(f"{out.name}: " + "; ".join(comparison.problems))
     if problems:
-        result.status, result.detail = "fail", " | ".join(problems)
+        result.set(Status.FAIL, failure, " | ".join(problems))
     else:
         worst = max(result.outputs.values(), key=lambda o: o["budget_used"] if isinstance(o["budget_used"], float) else 0.0,
                     default=None)
@@ -201,29 +208,37 @@ def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, r
 
 
 def matching_divergences(prepared: Prepared, backend: str) -> list[Divergence]:
+    """The spec's known divergences that cover this case on this backend: backend, dtype and case-id glob."""
     case = prepared.case
     return [d for d in case.spec.known_divergences
             if d.backend == backend and (not d.dtypes or case.dtype in d.dtypes)
             and any(fnmatch.fnmatchcase(case.id, pattern) for pattern in d.cases)]
 
 
-def _apply_divergences(prepared: Prepared, result: Result) -> None:
+def explains(divergence: Divergence, result: Result) -> bool:
+    """A declared divergence explains a result when it declares the observed failure kind and every
+    output that failed is one it names."""
+    failing = {name for name, o in result.outputs.items() if not o["passed"]}
+    kinds = {kind.value for r in divergence.results for kind in EXPLAINS[r]}
+    return result.failure in kinds and (not divergence.outputs or failing <= set(divergence.outputs))
+
+
+def apply_divergences(prepared: Prepared, result: Result) -> None:
     declared = matching_divergences(prepared, result.backend)
-    if not declared or (result.status == "unsupported" and result.failure is None):
+    if not declared or (result.status == Status.UNSUPPORTED and result.failure is None):
         return  # a case the backend cannot run neither shows nor refutes a divergence
-    if result.status == "pass":
-        result.divergence = declared[0].id
+    if result.status == Status.PASS:
+        result.divergence, result.divergence_reproduced = declared[0].id, False
         result.detail += f" [known divergence {declared[0].id} did not reproduce]"
         return
-    failing = {name for name, o in result.outputs.items() if not o["passed"]}
     for d in declared:
-        explained = [kind for r in d.results for kind in EXPLAINS[r]]
-        if result.failure in explained and (not d.outputs or failing <= set(d.outputs)):
-            result.divergence = d.id
-            result.status = "unsupported" if result.failure == "rejects_valid" else "divergent"
+        if explains(d, result):
+            result.divergence, result.divergence_reproduced = d.id, True
+            status = Status.UNSUPPORTED if result.failure == Failure.REJECTS_VALID else Status.DIVERGENT
+            result.status = status.value
             result.detail = f"known divergence {d.id}: {d.summary} | observed: {result.detail}"
             return
-    result.divergence = declared[0].id
+    result.divergence, result.divergence_reproduced = declared[0].id, False
     result.detail += f" [declared as {declared[0].id} ({', '.join(declared[0].results)}), but observed {result.failure}]"
 
 
@@ -238,23 +253,3 @@ def find_case(cases: dict[str, Case], spec_id: str, dtype: str, case_id: str) ->
         raise CaseNotFound(f"{spec_id} has no case {dtype}-{case_id}: the spec changed since this test was "
                            f"generated; run `opconform gen-tests`")
     return case
-
-
-def run_case(catalog, prepared: Prepared, backend: Backend) -> list[Result]:
-    """Judge one prepared case on one backend with the catalog's tolerance and waivers, plus the
-    self-consistency checks that follow it: the results `opconform run` writes and a generated test asserts."""
-    from harness.self_consistency import follow_ups  # it builds on this module
-
-    case = prepared.case
-    skip = None if prepared.problem else waiver_rules.skipping(case, backend.name, catalog.waivers)
-    if skip is not None:
-        result = new_result(prepared, backend.name)
-        result.status, result.waiver = "waived", skip.id
-        result.detail = f"not run: waived by {skip.id} (skip, {skip.because}): {skip.reason}"
-        return [result]
-    tolerance = catalog.tolerance(case.spec, case.dtype)
-    first = judge(prepared, backend, tolerance)
-    results = [first, *follow_ups(prepared, backend, first, tolerance, catalog)]
-    for result in results:
-        waiver_rules.apply(result, catalog.waivers)
-    return results

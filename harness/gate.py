@@ -1,32 +1,27 @@
-"""The gate's verdict over a run's result records, and merging shard runs into one run directory.
+"""The gate's verdict over a run's result records.
 
-One function decides for `opconform run`, the generated pytest suites (harness.plugin) and
-`opconform merge`, so all three say the same thing. The verdict fails, with one reason a line, on:
-  unexpected failures; expected failures that passed (XPASS: remove the waiver); undeclared crashes
-  or hangs; harness or spec errors; known divergences and waivers that covered cases in the run but
-  explained none of them (stale); waivers past review_by by more than the grace period (expired);
-  stale generated tests; an interrupted or incomplete run (a missing shard).
+One function, `verdict`, decides for `opconform run`, the generated pytest suites (harness.plugin) and
+`opconform merge` (through harness.rundir.build_summary), so all three say the same thing. The verdict
+fails, with one reason a line, on: unexpected failures (a reference that is not the gradient of its
+forward op among them); expected failures that passed (XPASS: remove the waiver); undeclared crashes
+or hangs; harness or spec errors; an expected backend (reference, openmp, ort) unavailable and not
+left out on purpose; known divergences and waivers that covered cases in the run but explained none
+of them (stale); waivers past review_by by more than the grace period (expired); stale generated
+tests; an interrupted or incomplete run (a missing shard).
 Waivers past review_by but within the grace period, and tolerance waivers whose recorded error no
 longer matches what is observed, are warnings.
 """
 from __future__ import annotations
 
 import datetime
-import json
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 
-from harness import backends as registry
 from harness import waivers as waiver_rules
-from harness.cases import expand
-from harness.results import Tally, read_results, write_json
+from harness.results import Tally
+from harness.status import STATUSES, Failure, Status
 
 RATCHET = 0.8  # a tolerance waiver whose worst observed error fell below this share of the recorded one: lower it
-
-
-class MergeError(ValueError):
-    """Shard directories that cannot be merged (missing files, the same result twice)."""
 
 
 def waiver_health(records: list[dict], waivers, today: datetime.date) -> dict:
@@ -53,32 +48,41 @@ def _in_scope(w, records: list[dict]) -> bool:
 
 
 def verdict(records: list[dict], waivers, *, today: datetime.date | None = None, complete: bool = True,
-            deferred: bool = False, stale_generated: list[str] | None = None, extra: list[str] = ()) -> dict:
+            deferred: bool = False, stale_generated: list[str] | None = None, extra: list[str] = (),
+            missing_backends: list[dict] = ()) -> dict:
     """{"passed", "reasons"[, "warnings"]}: the gate's decision over these records.
 
     deferred: a shard of a split run; run-level checks (stale divergences and waivers) wait for the merge.
+    missing_backends: expected backends that were unavailable ({"name", "reason"}, harness.rundir.missing_expected).
     """
     today = today or waiver_rules.today()
     statuses = Counter(r["status"] for r in records)
-    xpass = Counter(r["waiver"] for r in records if r.get("failure") == "xpass")
+    xpass = Counter(r["waiver"] for r in records if r.get("failure") == Failure.XPASS)
+    not_gradients = sum(1 for r in records if r.get("failure") == Failure.NOT_A_GRADIENT)
     by_id = {w.id: w for w in waivers}
     reasons, warnings = [], []
     if not records:
         reasons.append("no result: nothing was judged (is every selected backend unavailable?)")
-    failures = statuses["fail"] - sum(xpass.values())
+    for m in missing_backends:
+        reasons.append(f"expected backend {m['name']} is unavailable: {m['reason']} (to run without it, leave it "
+                       "out on purpose: --backends, a marker selection, or --allow-missing-backends)")
+    failures = statuses[Status.FAIL] - sum(xpass.values())
+    if not_gradients:
+        reasons.append(f"{not_gradients} case(s) where the reference is not the gradient of its forward op "
+                       "(check: gradient): fix the reference before trusting any verdict on this op")
     if failures:
         reasons.append(f"{failures} unexpected failure(s)")
     for wid, n in sorted(xpass.items()):
         where = by_id[wid].file if wid in by_id else "specs/_waivers/"
         reasons.append(f"expected failure {wid} passed in {n} case(s): remove waiver {wid} from {where} (or narrow its match)")
-    if statuses["crashed"]:
-        reasons.append(f"{statuses['crashed']} crash(es) or hang(s) not declared in a spec or waived")
-    if statuses["error"]:
-        reasons.append(f"{statuses['error']} harness or spec error(s)")
+    if statuses[Status.CRASHED]:
+        reasons.append(f"{statuses[Status.CRASHED]} crash(es) or hang(s) not declared in a spec or waived")
+    if statuses[Status.ERROR]:
+        reasons.append(f"{statuses[Status.ERROR]} harness or spec error(s)")
     if not deferred:
         tally = Tally()
         for r in records:
-            tally.add(SimpleNamespace(**r))
+            tally.add(r)
         for d in tally.stale_divergences():
             reasons.append(f"known divergence {d} did not reproduce in {tally.not_reproduced[d]} case(s): "
                            "fix the spec's case globs or remove it")
@@ -121,97 +125,8 @@ def verdict(records: list[dict], waivers, *, today: datetime.date | None = None,
     return verdict
 
 
-def summarize(records: list[dict], catalog, **verdict_options) -> dict:
-    """The counts, divergences, waiver health and verdict a summary.json holds."""
-    today = verdict_options.get("today") or waiver_rules.today()
-    tally = Tally()
-    for r in records:
-        tally.add(SimpleNamespace(**r))
-    return {"results": len(records), "totals": dict(tally.totals()), "table": tally.table(),
-            "divergences": {"reproduced": dict(tally.reproduced), "not_reproduced": dict(tally.not_reproduced)},
-            "waivers": waiver_health(records, catalog.waivers, today),
-            "verdict": verdict(records, catalog.waivers, **verdict_options)}
-
-
-def order(records: list[dict], catalog) -> list[dict]:
-    """`opconform run`'s order: op, then the case's place in its spec, then the backend; stable otherwise."""
-    place = {}
-    for spec in catalog.specs:
-        for index, case in enumerate(expand(spec)):
-            place[(spec.id, case.full_id)] = index
-    names = [*registry.DEFAULT, *(n for n in registry.FACTORIES if n not in registry.DEFAULT)]
-    backends = {name: i for i, name in enumerate(names)}
-    return sorted(records, key=lambda r: (r["op"], r["spec"], place.get((r["spec"], f"{r['dtype']}-{r['case']}"), 1 << 30),
-                                          backends.get(r["backend"], len(backends)), r["backend"]))
-
-
-def key(record: dict) -> tuple:
-    return record["spec"], record["backend"], record["dtype"], record["case"], record.get("check", "reference")
-
-
-def write_run(run_dir: Path, records: list[dict], summary: dict) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with (run_dir / "results.jsonl").open("w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, allow_nan=False) + "\n")
-    write_json(run_dir / "summary.json", summary)
-
-
-def merge(dirs: list[Path], out: Path, catalog, today: datetime.date | None = None,
-          stale_generated: list[str] | None = None) -> dict:
-    """Merge the run directories of shards (or of separate runs) into out; returns the summary."""
-    records, seen, parts = [], {}, []
-    for d in dirs:
-        path = Path(d) / "results.jsonl"
-        if not path.is_file():
-            raise MergeError(f"{d}: no results.jsonl (pass run directories written by `opconform run` or "
-                             f"`pytest --opconform-results DIR`)")
-        summary_path = Path(d) / "summary.json"
-        parts.append(json.loads(summary_path.read_text()) if summary_path.is_file() else {})
-        for r in read_results(path):
-            k = key(r)
-            if k in seen:
-                raise MergeError(f"{d}: {r['op']} [{r['backend']}] {r['dtype']}-{r['case']} is also in {seen[k]}: "
-                                 "the shards overlap (or a directory was given twice)")
-            seen[k] = str(d)
-            records.append(r)
-    extra = []
-    shards = [p["shard"] for p in parts if p.get("shard")]
-    if shards:
-        splits = {s["splits"] for s in shards}
-        groups = {s["group"] for s in shards}
-        if len(splits) != 1:
-            extra.append(f"the shards come from different splits ({', '.join(map(str, sorted(splits)))})")
-        else:
-            missing = sorted(set(range(1, splits.pop() + 1)) - groups)
-            if missing:
-                extra.append(f"shard(s) {', '.join(map(str, missing))} of {max(groups | set(missing))} missing: "
-                             "stale waivers and divergences cannot be judged on part of a run")
-    spec_sets = {p.get("spec_set") for p in parts if p.get("spec_set")}
-    if len(spec_sets) > 1:
-        extra.append("the parts ran different spec sets; merge runs of one commit")
-    backends = {}
-    for p in parts:
-        for name, info in (p.get("backends") or {}).items():
-            if name not in backends or info.get("available"):
-                backends[name] = info
-    complete = all(p.get("complete", True) for p in parts)
-    records = order(records, catalog)
-    summary = {"run_id": Path(out).name, "merged_from": [str(d) for d in dirs],
-               "tier": next(iter({p.get("tier") for p in parts})) if len({p.get("tier") for p in parts}) == 1 else None,
-               "ops": sorted({r["op"] for r in records}), "backends": backends,
-               "environment": next((p["environment"] for p in parts if p.get("environment")), {}),
-               "spec_set": catalog.digest, "complete": complete}
-    summary.update(summarize(records, catalog, today=today, complete=complete, stale_generated=stale_generated,
-                             extra=extra))
-    write_run(Path(out), records, summary)
-    return summary
-
-
 def print_verdict(summary: dict, out) -> None:
     totals = summary.get("totals", {})
-    from harness.engine import STATUSES
-
     print(f"{summary.get('results', 0)} results: " + (", ".join(f"{totals[s]} {s}" for s in STATUSES if totals.get(s))
                                                        or "none"), file=out)
     v = summary["verdict"]

@@ -21,7 +21,8 @@ from harness.backends.onnx_model import build
 from harness.compare import compare
 from harness.engine import prepare, request_for
 from harness.runner import RunError
-from harness.spec.loader import Catalog
+from harness.spec.checks import unknown_name
+from harness.spec.loader import Catalog, UnknownOp
 
 
 class DataError(ValueError):
@@ -30,8 +31,56 @@ class DataError(ValueError):
 
 def _read_tensor(path: Path) -> np.ndarray:
     tensor = onnx.TensorProto()
-    tensor.ParseFromString(path.read_bytes())
-    return numpy_helper.to_array(tensor)
+    try:
+        tensor.ParseFromString(path.read_bytes())
+        return numpy_helper.to_array(tensor)
+    except Exception as e:  # protobuf's DecodeError, or a tensor whose data does not fit its dims
+        raise DataError(f"{path.name} is not a readable TensorProto ({type(e).__name__}: {e})") from None
+
+
+def _graph_types(value_info) -> tuple[int, list]:
+    """(elem_type, dims) of a graph input or output; a dim is an int or None where symbolic or absent."""
+    tensor = value_info.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    return tensor.elem_type, (dims if tensor.HasField("shape") else None)
+
+
+def _check_against_model(kind: str, k: int, value_info, array: np.ndarray) -> None:
+    """A stored tensor must have the dtype and the static shape the model declares for it."""
+    elem_type, dims = _graph_types(value_info)
+    if elem_type:
+        declared = helper.tensor_dtype_to_np_dtype(elem_type)
+        if array.dtype != declared:
+            raise DataError(f"{kind}_{k}.pb holds {array.dtype} but the model declares {value_info.name} as {declared}")
+    if dims is not None and (len(dims) != array.ndim or any(d is not None and d != n for d, n in zip(dims, array.shape))):
+        shown = [d if d is not None else "?" for d in dims]
+        raise DataError(f"{kind}_{k}.pb has shape {list(array.shape)} but the model declares {value_info.name} as {shown}")
+
+
+def _stored_files(dataset: Path, kind: str) -> dict[int, Path]:
+    found = {}
+    for path in dataset.glob(f"{kind}_*.pb"):
+        index = path.stem.split("_", 1)[1]
+        if not index.isdigit():
+            raise DataError(f"{path.name}: name it {kind}_K.pb with K the position in the model's {kind}s")
+        found[int(index)] = path
+    return found
+
+
+def spec_for_node(catalog: Catalog, node) -> object:
+    """The spec of the node's (domain, op), or a DataError naming the unknown domain or op."""
+    domain = node.domain or ""
+    domains = sorted({s.domain for s in catalog.specs})
+    if domain not in domains:
+        same_name = [s for s in catalog.specs if s.op == node.op_type]
+        hint = f"; {node.op_type} is in {same_name[0].domain!r}" if same_name else ""
+        raise DataError(f"unknown domain {domain!r} (the specs cover {', '.join(map(repr, domains))}){hint}")
+    try:
+        return catalog.by_op(node.op_type, domain)
+    except UnknownOp:
+        names = [s.op for s in catalog.specs if s.domain == domain]
+        message = unknown_name("op", node.op_type, names)
+        raise DataError(message.replace(f"'{node.op_type}'", f"'{node.op_type}' in domain {domain!r}", 1)) from None
 
 
 def _write_tensor(path: Path, array: np.ndarray, name: str) -> None:
@@ -45,7 +94,7 @@ def load_model(directory: Path) -> tuple[onnx.ModelProto, onnx.NodeProto]:
     try:
         model = onnx.load(str(path))
     except Exception as e:
-        raise DataError(f"model.onnx does not parse: {e}") from None
+        raise DataError(f"model.onnx does not parse ({type(e).__name__}: {e})") from None
     if len(model.graph.node) != 1:
         raise DataError(f"model.onnx has {len(model.graph.node)} nodes; only one-node models are supported")
     return model, model.graph.node[0]
@@ -63,10 +112,18 @@ def node_attributes(node: onnx.NodeProto) -> dict:
 
 def request_from_dataset(catalog: Catalog, model, node, dataset: Path, threads: int) -> tuple[Request, dict]:
     """The request one test_data_set describes, and its stored outputs by spec output name."""
-    spec = catalog.by_op(node.op_type, node.domain or "")
-    graph_inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
-    stored = {graph_inputs[k]: _read_tensor(dataset / f"input_{k}.pb") for k in range(len(graph_inputs))
-              if (dataset / f"input_{k}.pb").is_file()}
+    spec = spec_for_node(catalog, node)
+    initializers = {t.name for t in model.graph.initializer}
+    graph_inputs = [i for i in model.graph.input if i.name not in initializers]
+    files = _stored_files(dataset, "input")
+    if extra := sorted(k for k in files if k >= len(graph_inputs)):
+        raise DataError(f"input_{extra[0]}.pb has no graph input to feed (the model has {len(graph_inputs)})")
+    if missing := [k for k in range(len(graph_inputs)) if k not in files]:
+        raise DataError(f"input_{missing[0]}.pb is missing (graph input {graph_inputs[missing[0]].name})")
+    stored = {}
+    for k, graph_input in enumerate(graph_inputs):
+        stored[graph_input.name] = _read_tensor(files[k])
+        _check_against_model("input", k, graph_input, stored[graph_input.name])
     stored.update({t.name: numpy_helper.to_array(t) for t in model.graph.initializer})
     if len(node.input) > len(spec.inputs) or len(node.output) > len(spec.outputs):
         raise DataError(f"the node has more inputs or outputs than the {spec.op} spec")
@@ -77,9 +134,14 @@ def request_from_dataset(catalog: Catalog, model, node, dataset: Path, threads: 
     if not present:
         raise DataError(f"{dataset.name}: no input_K.pb matches the node's inputs")
     expected = {}
+    outputs = _stored_files(dataset, "output")
+    if extra := sorted(k for k in outputs if k >= len(model.graph.output)):
+        raise DataError(f"output_{extra[0]}.pb has no graph output (the model has {len(model.graph.output)})")
     for k, output in enumerate(model.graph.output):
-        if (dataset / f"output_{k}.pb").is_file() and output.name in node.output:
-            expected[spec.outputs[list(node.output).index(output.name)].name] = _read_tensor(dataset / f"output_{k}.pb")
+        if k in outputs and output.name in node.output:
+            value = _read_tensor(outputs[k])
+            _check_against_model("output", k, output, value)
+            expected[spec.outputs[list(node.output).index(output.name)].name] = value
     dtype = dtypes.name_of(present[0].dtype)
     return Request(spec, dtype, inputs, node_attributes(node), wanted, threads), expected
 
@@ -100,11 +162,15 @@ def run_dirs(catalog: Catalog, dirs: list[Path], backend_name: str, write_output
                 if not datasets:
                     raise DataError("no test_data_set_N folders")
             except DataError as e:
-                print(f"ERROR {directory}: {e}", file=out)
+                print(f"ERROR {directory}: {_one_line(e)}", file=out)
                 failed += 1
+                outcomes["error"] = outcomes.get("error", 0) + 1
                 continue
             for dataset in datasets:
-                ok, line = _run_dataset(catalog, backend, model, node, dataset, threads, write_outputs)
+                try:
+                    ok, line = _run_dataset(catalog, backend, model, node, dataset, threads, write_outputs)
+                except Exception as e:  # noqa: BLE001 - comparing or writing failed: this case's error only
+                    ok, line = False, f"ERROR {directory.name}/{dataset.name}: {type(e).__name__}: {_one_line(e)}"
                 print(line, file=out)
                 passed, failed = passed + ok, failed + (not ok)
                 kind = line.split()[0].lower()
@@ -121,9 +187,11 @@ def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_ou
     label = f"{dataset.parent.name}/{dataset.name}"
     try:
         request, expected = request_from_dataset(catalog, model, node, dataset, threads)
-    except (DataError, ValueError, KeyError) as e:
-        return False, f"ERROR {label}: {e}"
-    outcome = backend.run(request)
+        outcome = backend.run(request)
+    except DataError as e:
+        return False, f"ERROR {label}: {_one_line(e)}"
+    except Exception as e:  # noqa: BLE001 - one directory's bad data is that case's error, never the run's end
+        return False, f"ERROR {label}: {type(e).__name__}: {_one_line(e)}"
     if isinstance(outcome, Rejected):
         return False, f"FAIL {label}: {backend.name} rejected the inputs: {outcome.message}"
     if isinstance(outcome, Unsupported):
@@ -147,6 +215,11 @@ def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_ou
         notes.append(f"{out_spec.name} max abs {result.max_abs:.3g}, tolerance used x{result.budget_used:.3g}"
                      + ("" if result.passed else f": {'; '.join(result.problems)}"))
     return ok, f"{'PASS' if ok else 'FAIL'} {label}: " + " | ".join(notes)
+
+
+def _one_line(error: Exception, limit: int = 400) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _write_dataset(target: Path, model, node, dataset: Path, request: Request, outcome: Outputs) -> None:

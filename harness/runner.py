@@ -1,9 +1,16 @@
-"""`opconform run`: every case of the selected specs on the selected backends, streamed to disk."""
+"""`opconform run`: every case of the selected specs on the selected backends, streamed to disk.
+
+Every valid case of an op with a forward op also gets the gradient check of its reference
+(harness.case_checks.gradient_case), whatever --backends says: the reference judges every backend.
+The expected backends (harness.backends.EXPECTED) must be available unless --backends names the
+ones to run or --allow-missing-backends says a missing one is fine: one missing fails the verdict."""
 from __future__ import annotations
 
 import fnmatch
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,16 +20,19 @@ from tqdm import tqdm
 from harness import backends as registry
 from harness import environment, probe
 from harness.cases import Case, expand
-from harness import gate
-from harness.engine import prepare, run_case
-from harness.results import ResultsWriter, Tally, format_table, write_json
+from harness import rundir
+from harness.case_checks import gradient_case, run_case
+from harness.engine import prepare
+from harness.results import Tally, format_table
+from harness.rundir import ResultsWriter, write_json
+from harness.status import STATUSES, UNEXPECTED
 from harness.spec.loader import Catalog
 
 
 # Environment variables that set how many threads the backends' kernels and BLAS use.
 # Environment that changes what the backends compute or how fast: recorded with every run.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "MKL_NUM_THREADS",
-                    "OPCONFORM_KERNELS_LIB", "LD_PRELOAD")
+                    "OPCONFORM_KERNELS_LIB", "OPCONFORM_ISA", "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY", "LD_PRELOAD")
 
 
 class RunError(Exception):
@@ -41,6 +51,7 @@ class RunOptions:
     out: Path | None = None
     reports: Path = Path("reports")
     progress: bool | None = None  # None: a bar on a terminal, a line per op otherwise
+    allow_missing_backends: bool = False  # an unavailable expected backend is recorded, not a failed verdict
 
 
 @dataclass
@@ -48,6 +59,7 @@ class RunOutcome:
     run_dir: Path
     tally: Tally
     summary: dict = field(default_factory=dict)
+    unexpected: list[dict] = field(default_factory=list)  # records of unexpected results, for the printout
 
     @property
     def passed(self) -> bool:
@@ -91,6 +103,15 @@ def new_run_dir(options: RunOptions) -> Path:
     return run_dir
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what CI timeouts send) during a run: it ends like Ctrl-C, with totals and an
+    interrupted verdict in summary.json; the CLI exits 143."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
     cases = select_cases(catalog, options)
     if not cases:
@@ -101,11 +122,15 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
     tally = Tally()
     records: list[dict] = []
     started = time.time()
+    backend_info = {b.name: {**availability[b.name], **b.environment()} for b in backends} \
+        | {n: a for n, a in availability.items() if not a["available"]}
     summary = {
         "run_id": run_dir.name, "tier": options.tier, "seed": options.seed, "threads": options.threads,
         "ops": sorted({c.spec.op for c in cases}), "case_filter": options.cases,
-        "backends": {b.name: {**availability[b.name], **b.environment()} for b in backends}
-        | {n: a for n, a in availability.items() if not a["available"]},
+        "backends": backend_info,
+        # left out on purpose: --backends named the ones to run, or --allow-missing-backends
+        "missing_backends": [] if options.backends or options.allow_missing_backends
+        else rundir.missing_expected(backend_info),
         "environment": environment.describe(catalog.root), "spec_set": catalog.digest,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "complete": False,
         # what a report needs to document the ops and to write commands that rerun one case
@@ -120,39 +145,57 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
     bar = tqdm(total=len(cases) * len(backends), unit="result", file=sys.stderr, dynamic_ncols=True,
                disable=not options.progress if options.progress is not None else None)
     per_op_lines = bar.disable and options.progress is not False
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous_sigterm = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
+    interrupted = None
     try:
         current_op, op_results = None, 0
+
+        def keep(results):
+            nonlocal op_results
+            for r in results:
+                record = r.to_json()
+                writer.write(record)
+                tally.add(record)
+                records.append(record)
+                op_results += 1
+
         for case in cases:
             if per_op_lines and case.spec.op != current_op:
                 if current_op:
                     print(f"  {current_op}: {op_results} results", file=sys.stderr, flush=True)
                 current_op, op_results = case.spec.op, 0
             prepared = prepare(case, options.seed)
+            # the same entry points the generated tests call: the reference's gradient check, then per
+            # backend the judgement, self-consistency checks and waivers
+            gradient = gradient_case(prepared)
+            keep([gradient] if gradient else [])
             for backend in backends:
-                # the same entry point the generated tests call: judge, self-consistency checks, waivers
-                for r in run_case(catalog, prepared, backend):
-                    writer.write(r)
-                    tally.add(r)
-                    records.append(r.to_json())
-                    op_results += 1
+                keep(run_case(catalog, prepared, backend))
                 bar.set_description_str(f"{case.spec.op} {backend.name}", refresh=False)
                 bar.update()
         if per_op_lines and current_op:
             print(f"  {current_op}: {op_results} results", file=sys.stderr, flush=True)
         summary["complete"] = True
+    except KeyboardInterrupt as e:
+        interrupted = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
+        raise
     finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the summary short
         bar.close()
         writer.close()
         for backend in backends:
             backend.close()
-        summary.update(finished=time.strftime("%Y-%m-%dT%H:%M:%S"), seconds=round(time.time() - started, 1),
-                       results=sum(tally.totals().values()), totals=dict(tally.totals()), table=tally.table(),
-                       divergences={"reproduced": dict(tally.reproduced), "not_reproduced": dict(tally.not_reproduced)})
-        # the gate's verdict: what the generated suites and `opconform merge` decide on the same records
-        judged = gate.summarize(records, catalog, complete=summary["complete"])
-        summary.update(waivers=judged["waivers"], verdict=judged["verdict"])
+        summary.update(finished=time.strftime("%Y-%m-%dT%H:%M:%S"), seconds=round(time.time() - started, 1))
+        # the one summary builder and verdict the generated suites and `opconform merge` use too
+        summary = rundir.build_summary(summary, records, catalog, complete=summary["complete"])
+        if interrupted:
+            summary["verdict"]["interrupted"] = interrupted
         write_json(run_dir / "summary.json", summary)
-    return RunOutcome(run_dir, tally, summary)
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+    return RunOutcome(run_dir, tally, summary, [r for r in records if r["status"] in UNEXPECTED])
 
 
 def print_summary(outcome: RunOutcome, out=None) -> None:
@@ -160,15 +203,15 @@ def print_summary(outcome: RunOutcome, out=None) -> None:
     print(format_table(outcome.tally.table()), file=out)
     totals = outcome.tally.totals()
     print(f"\n{sum(totals.values())} results in {outcome.summary.get('seconds', 0):g} s: "
-          + ", ".join(f"{totals[s]} {s}" for s in ("pass", "fail", "divergent", "waived", "unsupported", "crashed", "error")
-                      if totals[s]), file=out)
-    for result in outcome.tally.unexpected[:20]:
-        print(f"  {result.status.upper()} {result.op} [{result.backend}] {result.dtype}-{result.case}: "
-              f"{result.detail[:300]}", file=out)
-        if result.diagnosis and result.diagnosis["summary"] not in result.detail[:300]:
-            print(f"      diagnosis: {result.diagnosis['summary']}", file=out)
-    if len(outcome.tally.unexpected) > 20:
-        print(f"  ... and {len(outcome.tally.unexpected) - 20} more in results.jsonl", file=out)
+          + ", ".join(f"{totals[s]} {s}" for s in STATUSES if totals[s]), file=out)
+    for r in outcome.unexpected[:20]:
+        check = "" if r.get("check", "reference") == "reference" else f" ({r['check']})"
+        print(f"  {r['status'].upper()} {r['op']} [{r['backend']}]{check} {r['dtype']}-{r['case']}: "
+              f"{r['detail'][:300]}", file=out)
+        if r.get("diagnosis") and r["diagnosis"]["summary"] not in r["detail"][:300]:
+            print(f"      diagnosis: {r['diagnosis']['summary']}", file=out)
+    if len(outcome.unexpected) > 20:
+        print(f"  ... and {len(outcome.unexpected) - 20} more in results.jsonl", file=out)
     verdict = outcome.summary["verdict"]
     print(f"\nverdict: {'PASS' if verdict['passed'] else 'FAIL'}"
           + "".join(f"\n  - {r}" for r in verdict["reasons"])

@@ -3,20 +3,18 @@
 The spec lands in specs/<domain>/<Op>.yaml and names the stub, reference/ops/<snake_name>.py, by its
 dotted path, which is how the harness finds every reference. Until the op is written up, validation
 reports each TODO value and each reference that only raises NotImplementedError as "still missing",
-one item a line (missing_items, stub_problems: called by the spec loader).
+one item a line (harness.spec.unfinished: missing_items, stub_problems, called by the spec loader).
 """
 from __future__ import annotations
 
-import ast
-import inspect
 import re
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-TODO = "TODO"
+from harness.spec.unfinished import TODO, is_stub, missing_items, stub_problems  # noqa: F401 (used by tests and new_op)
+
 TEMPLATES = Path(__file__).parent / "templates"
 
 
@@ -24,57 +22,7 @@ class ScaffoldError(ValueError):
     """A request new-op cannot fulfil (a name taken, an unknown --like op); one line."""
 
 
-# ---- what validation reports while a scaffolded spec is being filled in ----------------------
-
-def missing_items(data, path: str = "") -> list[tuple[str, str]]:
-    """(field, "still missing: ...") for every string value that still starts with TODO."""
-    out = []
-    if isinstance(data, dict):
-        for key, value in data.items():
-            out += missing_items(value, f"{path}.{key}" if path else str(key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            out += missing_items(value, f"{path}[{index}]")
-    elif isinstance(data, str) and data.strip().startswith(TODO):
-        hint = data.strip()[len(TODO):].lstrip(":").strip()
-        out.append((path, "still missing" + (f": {hint}" if hint else "")))
-    return out
-
-
-def is_stub(fn) -> bool:
-    """True for a function whose whole body (after its docstring) is `raise NotImplementedError...`."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    node = tree.body[0] if tree.body else None
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
-        body = body[1:]
-    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
-        return False
-    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
-    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
-
-
-def stub_problems(spec) -> list[tuple[str, str]]:
-    """References that are still the scaffold's stub."""
-    from harness.dotted import DottedError, resolve
-
-    out = []
-    hooks = {"reference": spec.reference, "forward.reference": spec.forward.reference if spec.forward else None}
-    for where, path in hooks.items():
-        try:
-            fn = resolve(path) if path else None
-        except DottedError:
-            continue  # the cross-field checks report an unresolvable path
-        if fn is not None and is_stub(fn):
-            out.append((where, f"still missing: {path} only raises NotImplementedError; write the float64 "
-                               f"NumPy reference (docs/adding-an-op.md)"))
-    return out
-
+# ---- what validation reports while a scaffolded spec is being filled in: harness.spec.unfinished
 
 # ---- new-op ---------------------------------------------------------------------------------
 

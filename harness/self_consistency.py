@@ -10,7 +10,13 @@
   share but the contract does not, e.g. ZRH in r, z, h order, fails here), and the op fed with it
   must match the reference fed with it.
 
-Each check is a Result of its own (`check` names it) for the same case id. Both run only when the
+- `thread_invariance`: a backend that promises bitwise identical outputs at any thread count
+  (`THREAD_INVARIANT`, the openmp backend) runs every valid case at 1 and at 2 threads, asked to split
+  even small work (`force_split`; small cases otherwise run on one thread); the two must be bitwise
+  equal, so a thread-split bug fails the gate on whichever case exposes it, not only in a hand-written
+  test.
+
+Each check is a Result of its own (`check` names it) for the same case id. All run only when the
 reference check got outputs back: a crash or refusal there is already reported.
 """
 from __future__ import annotations
@@ -27,7 +33,8 @@ from harness.compare import Tolerance, compare
 from harness.engine import Prepared, Result, judge, new_result, request_for
 from harness.tolerance import allowances
 
-OUTPUT_SUBSET, OWN_SAVED_STATE = "output_subset", "own_saved_state"
+OUTPUT_SUBSET, OWN_SAVED_STATE, THREAD_INVARIANCE = "output_subset", "own_saved_state", "thread_invariance"
+INVARIANCE_THREADS = (1, 2)
 
 
 def follow_ups(prepared: Prepared, backend: Backend, first: Result, tolerance: Tolerance, catalog) -> list[Result]:
@@ -38,6 +45,8 @@ def follow_ups(prepared: Prepared, backend: Backend, first: Result, tolerance: T
     results = []
     if set(case.requested_outputs) < {o.name for o in case.spec.outputs}:
         results.append(output_subset(prepared, backend))
+    if getattr(backend, "THREAD_INVARIANT", False):
+        results.append(thread_invariance(prepared, backend))
     own = case.spec.own_saved_state
     if own and any(fnmatch.fnmatchcase(case.id, p) for p in own.cases) \
             and all(prepared.inputs.get(name) is not None for name in own.outputs):
@@ -66,6 +75,27 @@ def output_subset(prepared: Prepared, backend: Backend) -> Result:
         result.detail = "output_subset: differs from the same backend's full run: " + " | ".join(problems)
     else:
         result.detail = f"output_subset: {', '.join(same)} bitwise equal to the same backend's full run"
+    return result
+
+
+def thread_invariance(prepared: Prepared, backend: Backend) -> Result:
+    result = new_result(prepared, backend.name)
+    result.check = THREAD_INVARIANCE
+    one, two = (_run(backend, dataclasses.replace(request_for(prepared, n), force_split=True))
+                for n in INVARIANCE_THREADS)
+    for n, outcome in zip(INVARIANCE_THREADS, (one, two)):
+        if not isinstance(outcome, Outputs):
+            _not_run(result, f"thread_invariance: the {n}-thread run ", outcome)
+            return result
+    names = [o.name for o in prepared.case.spec.outputs]
+    problems = [f"{name}: {difference}" for name, a, b in zip(names, one.values, two.values)
+                if (a is not None or b is not None) and (difference := _bitwise_difference(a, b, "1-thread", "2-thread"))]
+    compared = [name for name, a in zip(names, one.values) if a is not None]
+    if problems:
+        result.status, result.failure = "fail", "wrong_values"
+        result.detail = "thread_invariance: 2 threads differ from 1 thread: " + " | ".join(problems)
+    else:
+        result.detail = f"thread_invariance: {', '.join(compared)} bitwise equal at 1 and 2 threads"
     return result
 
 
@@ -146,12 +176,13 @@ def _not_run(result: Result, what: str, outcome: Outcome) -> None:
         result.detail = what + f"was rejected: {getattr(outcome, 'message', outcome)}"
 
 
-def _bitwise_difference(a: np.ndarray | None, b: np.ndarray | None) -> str | None:
+def _bitwise_difference(a: np.ndarray | None, b: np.ndarray | None, first: str = "subset",
+                        second: str = "full") -> str | None:
     """None when a and b have the same dtype, shape and bytes; else what differs."""
     if a is None or b is None:
-        return f"{'subset' if a is None else 'full'} run did not return it"
+        return f"{first if a is None else second} run did not return it"
     if a.dtype != b.dtype or a.shape != b.shape:
-        return f"{a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)} in the full run"
+        return f"{a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)} in the {second} run"
     bits = np.dtype(f"u{a.dtype.itemsize}")  # compares NaN payloads and signed zeros too
     differ = np.ascontiguousarray(a).view(bits) != np.ascontiguousarray(b).view(bits)
     if not differ.any():

@@ -8,6 +8,7 @@ where the formula cancels) and the dtype a kernel may accumulate in.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,15 +44,39 @@ def allowances(spec: Spec, inputs: dict, written: dict, dtype: str,
     else:
         magnitudes = [np.abs(e) for e in expected]
     accumulate = acc.accumulate.get(dtype, dtype) if dtype in dtypes.FLOATS else "float64"
-    u = unit_roundoff(accumulate)
     out, notes = [], []
     for k, m, e in zip(lengths, magnitudes, expected):
         if m is None or k is None:
             out.append(None)
             notes.append("")
             continue
-        allowance = acc.factor * u * math.sqrt(max(int(k), 1)) * np.broadcast_to(np.asarray(m, dtype=np.float64), e.shape)
+        term = Reduction(int(k), accumulate, acc.factor)
+        allowance = term.per_unit_magnitude * np.broadcast_to(np.asarray(m, dtype=np.float64), e.shape)
         out.append(np.where(np.isfinite(allowance), allowance, 0.0))
-        notes.append(f" + reduction(K={int(k)}, sqrt(K) * u({accumulate})"
-                     + (f" * {acc.factor:g}" if acc.factor != 1 else "") + " * magnitude)")
+        notes.append(" + " + term.note())
     return out, notes
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """One output's reduction term: the allowance and its note are both made from these numbers."""
+    k: int
+    accumulate: str
+    factor: float = 1.0
+
+    @property
+    def growth(self) -> float:
+        return math.sqrt(max(self.k, 1))
+
+    @property
+    def u(self) -> float:
+        return unit_roundoff(self.accumulate)
+
+    @property
+    def per_unit_magnitude(self) -> float:
+        return self.factor * self.u * self.growth
+
+    def note(self) -> str:
+        factor = f" * {self.factor:g}" if self.factor != 1 else ""
+        return (f"reduction(K={self.k}, sqrt(K)={self.growth:.4g} * u({self.accumulate})={self.u:.3g}{factor} "
+                f"* magnitude)")

@@ -25,27 +25,43 @@ import datetime
 import fnmatch
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from harness.spec.model import DType, Identifier
+from harness.status import Problem
 
 GRACE_DAYS = 14  # after review_by: this many days of warnings, then the gate fails
 FailureKind = Literal["wrong_values", "wrong_shape", "rejects_valid", "accepts_invalid", "crash", "hang"]
 KINDS = ("xfail", "divergence", "tolerance", "skip")
 WAIVABLE = ("fail", "crashed")  # statuses a waiver may turn into `waived`; never `error`
-TOLERANCE_PROBLEM = "outside tolerance"  # harness.compare's wording for a plain value error
+TOLERANCE_PROBLEM = Problem.OUT_OF_TOLERANCE.value  # the one comparison problem a tolerance waiver covers
+
+
+def _iso_date(value):
+    """Only a written YYYY-MM-DD: pydantic would read 20300101 as seconds since 1970."""
+    if isinstance(value, datetime.date):
+        return value
+    if not isinstance(value, str) or len(value) != 10:
+        raise ValueError(f"{value!r} is not a date written YYYY-MM-DD")
+    try:
+        return datetime.date.fromisoformat(value)
+    except ValueError as e:
+        raise ValueError(f"'{value}' is not a calendar date ({e})") from None
+
+
+IsoDate = Annotated[datetime.date, BeforeValidator(_iso_date)]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Match(_Section):
     op: Identifier = Field(description="the op name, exactly as in its spec, e.g. SoftmaxGrad_13")
-    dtypes: list[DType] | None = Field(None, description="the case dtypes covered; omit for all")
+    dtypes: list[DType] | None = Field(None, min_length=1, description="the case dtypes covered; omit for all")
     cases: list[str] = Field(min_length=1, description="globs over case ids, e.g. 'large_channels/*'")
-    outputs: list[str] | None = Field(None, description="the outputs allowed to be wrong; omit for any")
-    check: Literal["reference", "output_subset", "own_saved_state"] = Field("reference", description="the check it covers: reference (the default), output_subset "
+    outputs: list[str] | None = Field(None, min_length=1, description="the outputs allowed to be wrong; omit for any")
+    check: Literal["reference", "output_subset", "own_saved_state", "thread_invariance"] = Field("reference", description="the check it covers: reference (the default), output_subset "
                                                 "or own_saved_state")
 
 
@@ -64,7 +80,7 @@ class Waiver(_Section):
         None, gt=0, description="tolerance only: the worst error seen, as a multiple of the spec's tolerance")
     reason: str = Field(description="why this deviation is accepted, for the person who reviews it")
     tracking: str = Field(description="a link to the issue tracking the fix, e.g. https://github.com/org/repo/issues/44")
-    review_by: datetime.date = Field(description="the date (YYYY-MM-DD) by which someone reviews it again")
+    review_by: IsoDate = Field(description="the date (YYYY-MM-DD) by which someone reviews it again")
     backend: str = Field("", description="set from the file; leave it out")
     file: str = Field("", description="set by the loader; leave it out")
 
@@ -241,8 +257,9 @@ def _mismatch(w: Waiver, result) -> str | None:
             return f"a tolerance waiver covers wrong values, observed {result.failure}"
         for name in sorted(failing):
             o = result.outputs[name]
-            if any(TOLERANCE_PROBLEM not in p for p in o["problems"]):
-                return f"{name}: {'; '.join(p for p in o['problems'] if TOLERANCE_PROBLEM not in p)}"
+            others = [p for p, kind in zip(o["problems"], o["kinds"]) if kind != TOLERANCE_PROBLEM]
+            if others:
+                return f"{name}: {'; '.join(others)}"
             if not isinstance(o["budget_used"], float) or o["budget_used"] > w.budget_multiplier:
                 return f"{name} uses x{o['budget_used']} of the tolerance, the waiver allows x{w.budget_multiplier:g}"
         return None

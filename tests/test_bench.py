@@ -119,3 +119,32 @@ def test_backends_interleave_in_rounds(catalog, monkeypatch):
     assert calls == [("openmp", 3), ("ort", 3), ("openmp", 1), ("ort", 1), ("openmp", 1), ("ort", 1)]
     row = doc["results"][0]
     assert row["median_s"] == {"openmp": 0.001, "ort": 0.004}  # the rounds' samples pooled
+
+
+def test_each_isa_level_is_measured_and_named(tmp_path, capsys):
+    """--isa runs every level in one command, openmp forced to it and torch told the same level."""
+    from harness.backends import openmp_lib
+
+    levels = openmp_lib.available_isa_levels()
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--quick", "--sizes", "small", "--ops", "ReluGrad", "--backends", "openmp",
+                 "--isa", ",".join(levels), "--out", str(out)])
+    assert code == 0
+    doc = json.loads(out.read_text())
+    if len(levels) > 1:
+        assert [e["isa"] for e in doc["isa_levels"]] == levels
+        assert [e["isa_kernels"] for e in doc["isa_levels"]] == levels  # what the loaded library says it is
+        assert [e["isa_forced_torch"] for e in doc["isa_levels"]] == [runner.ATEN_CAPABILITY[v] for v in levels]
+    assert [r["isa"] for r in doc["results"]] == levels
+    printed = capsys.readouterr().out
+    assert all(f"ReluGrad             small       {level}" in printed for level in levels)
+
+
+def test_a_level_the_cpu_lacks_is_refused_with_the_reason(monkeypatch):
+    from harness.backends import openmp_lib
+
+    monkeypatch.setattr(openmp_lib, "cpu_flags", lambda: set())
+    with pytest.raises(BenchError, match="--isa: ISA level avx2 .* lacks"):
+        runner.isa_levels(BenchOptions(isa=["avx2"]))
+    with pytest.raises(BenchError, match="not a level"):
+        runner.isa_levels(BenchOptions(isa=["sse7"]))

@@ -13,6 +13,7 @@ from pathlib import Path
 from conftest import REPO, SPECS, edit
 from harness import backends as registry
 from harness.cases import expand
+from harness.gradcheck import applies as gradient_applies
 from harness.cli import main
 from harness.spec.loader import load_catalog
 
@@ -94,8 +95,9 @@ def test_adding_a_case_adds_one_line_per_dtype_and_changes_no_other(tmp_path, ca
     removed = [d[1:] for d in diff if d.startswith("-")]
     added = [d[1:] for d in diff if d.startswith("+")]
     assert len(removed) == 1 and removed[0].startswith("# spec sha256 ")
-    assert sorted(added[1:]) == sorted(f'    case("smoke", "{d}", "basic/shape=4x4"),'
-                                       for d in ("float32", "float64", "float16", "bfloat16"))
+    assert sorted(added[1:]) == sorted([f'    {kind}("smoke", "{d}", "basic/shape=4x4"),'
+                                        for d in ("float32", "float64", "float16", "bfloat16")
+                                        for kind in ("case", "gradient_case")])  # a new case is also gradient-checked
     # the old cases keep their seeds: same ids, same data
     catalog = load_catalog(project / "specs")
     seeds = {c.full_id: c.seed() for c in expand(catalog.by_op("GeluGrad"))}
@@ -127,12 +129,14 @@ def test_markers_select_tier_backend_dtype_and_op(tmp_path):
 
     backends = len(registry.FACTORIES)
     counts = {t: sum(len(expand(s, t)) for s in catalog.specs) for t in ("smoke", "ci", "nightly")}
+    gradients = {t: sum(1 for s in catalog.specs for c in expand(s, t) if gradient_applies(c)) for t in counts}
     for tier in ("smoke", "ci", "nightly"):  # smoke within ci within nightly
-        assert len(collected("-m", tier)) == counts[tier] * backends
-    smoke_ort = collected("-m", "smoke and ort")
+        assert len(collected("-m", tier)) == counts[tier] * backends + gradients[tier]
+    assert len(collected("-m", "smoke and ort")) == counts["smoke"] + gradients["smoke"]  # the reference judges ort
+    smoke_ort = collected("-m", "smoke and ort and not gradient")
     assert smoke_ort and all(i.endswith("-ort]") for i in smoke_ort) and len(smoke_ort) == counts["smoke"]
     exact = collected("-m", "SoftmaxGrad_13 and float16")
-    assert exact and all("test_SoftmaxGrad_13.py::test_SoftmaxGrad_13[float16-" in i for i in exact)
+    assert exact and all("test_SoftmaxGrad_13.py::test_SoftmaxGrad_13" in i and "[float16-" in i for i in exact)
     assert len(collected("-k", "SoftmaxGrad_13")) > len(collected("-m", "SoftmaxGrad_13"))  # -k is a substring match
 
 

@@ -1,6 +1,6 @@
 """The ConvGrad spec through the harness: validity decided before any backend, the output-subset
 check, the per-group timeout, and (when onnxruntime-training is installed) its auto_pad divergence."""
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -75,29 +75,18 @@ def test_the_reference_rejects_every_invalid_case_naming_the_problem(catalog, ca
     assert REJECTION_NAMES[case.group.name] in result.detail
 
 
-@dataclass
-class Spy(Backend):
-    """Counts the requests it gets; answers with the reference."""
-    calls: list = field(default_factory=list)
-
-    def __post_init__(self):
-        self.name = "spy"
-
-    def run(self, request):
-        self.calls.append(request)
-        return ReferenceBackend().run(request)
-
-
 def test_an_invalid_combination_in_a_valid_group_never_reaches_a_backend(spec_copy):
+    """valid_if is asked for every valid case when the specs load: the spec is refused, one line."""
+    from harness.spec.errors import SpecError
+
     path = spec_copy / "com.microsoft" / "ConvGrad.yaml"
     path.write_text(path.read_text().replace("  groups:\n", "  groups:\n    - name: aaa_wrong_dy\n      params: {X: [[2, 4, 7, 6]], "
                                              "M: [6], kernel_shape: [[3, 3]], dY: [[2, 6, 4, 4]]}\n", 1))
-    catalog = load_catalog(spec_copy)
-    case = next(c for c in cases_of(catalog, "ConvGrad") if c.group.name == "aaa_wrong_dy")
-    spy = Spy()
-    result = judge(prepare(case), spy, catalog.tolerance(case.spec, case.dtype))
-    assert result.status == "error" and not spy.calls
-    assert "invalid case" in result.detail and "dY shape [2, 6, 4, 4] != conv output shape [2, 6, 5, 4]" in result.detail
+    with pytest.raises(SpecError) as refused:
+        load_catalog(spec_copy)
+    [problem] = refused.value.problems
+    assert problem.field == "cases.groups[0]" and "move such params to cases.invalid" in problem.message
+    assert "valid_if rejects it (dY shape [2, 6, 4, 4] != conv output shape [2, 6, 5, 4])" in problem.message
 
 
 def test_auto_pad_cases_have_nonzero_resolved_pads_and_the_others_zero(catalog):

@@ -58,6 +58,7 @@ def test_the_run_survives_an_onnxruntime_sigfpe(catalog, tmp_path):
     outcome = run(catalog, RunOptions(ops=["BiasGeluGrad_dX"], backends=["ort"], tier="ci",
                                       cases="float32-*", out=tmp_path / "run", progress=False))
     records = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    records = [r for r in records if r["check"] != "gradient"]  # the reference's gradient checks come first
     names = [r["case"] for r in records]
     crash = records[names.index("empty_last_axis/shape=2x3x0")]
     assert crash["status"] == "divergent" and crash["failure"] == "crash" and "SIGFPE" in crash["detail"]

@@ -74,14 +74,16 @@ def test_baseline_diff_between_two_runs(capsys, tmp_path, spec_copy):
     d = build_report(tmp_path / "after", baseline=tmp_path / "before").diff
     failing_now = {(r["op"], r["backend"], r["dtype"], r["case"]) for r in records(tmp_path / "after") if r["status"] == "fail"}
     assert failing_now and {(c.rec.op, c.rec.backend, c.rec.dtype, c.rec.case) for c in d.newly_failing} == failing_now
-    assert {c.rec.op for c in d.newly_failing} == {"TanhGrad"} and {c.rec.backend for c in d.newly_failing} == {"ort"}
+    assert {c.rec.op for c in d.newly_failing} == {"TanhGrad"}
+    # ort against the broken reference, and the reference's own gradient check, which catches it
+    assert {(c.rec.backend, c.rec.check) for c in d.newly_failing} == {("ort", "reference"), ("reference", "gradient")}
     assert {(c.rec.case, c.rec.backend) for c in d.added} == {("basic/shape=6x6", b) for b in ("reference", "ort")}
     assert {(c.rec.case, c.rec.backend) for c in d.removed} == {("basic/shape=2x3x5", b) for b in ("reference", "ort")}
-    assert len(d.added) == len(d.removed) == 8  # 4 dtypes x 2 backends
+    assert len(d.added) == len(d.removed) == 12  # 4 dtypes x (2 backends + the reference's gradient check)
     assert not d.newly_passing and any(k == "spec_set" for k, _, _ in d.environment)
 
     page = (tmp_path / "diff.html").read_text()
-    assert f"Newly failing ({len(failing_now)})" in page and "Added (8)" in page and "Removed (8)" in page
+    assert f"Newly failing ({len(failing_now)})" in page and "Added (12)" in page and "Removed (12)" in page
     assert "float32-basic/shape=6x6" in page
 
 

@@ -82,8 +82,8 @@ def test_verdict_comes_from_the_summary_or_says_there_is_none():
     assert passed.verdict_passed is True and passed.warnings == ["waiver W past review"]
     unknown = build(run_of([raw()], {}))
     assert unknown.verdict_passed is None and "no verdict" in unknown.reasons[0]
-    failing = build(run_of([raw(status="fail")], {}))
-    assert failing.verdict_passed is False and "1 fail" in failing.reasons[-1]
+    failing = build(run_of([raw(status="fail")], {}))  # the report never judges again: only the gate decides
+    assert failing.verdict_passed is None and "no verdict" in failing.reasons[0]
 
 
 def test_environment_names_versions_compiler_and_thread_settings():
@@ -286,7 +286,7 @@ def test_renders_from_a_minimal_or_damaged_run(tmp_path):
     _self_contained(page)
     assert "</script><script>alert(1)" not in page
     assert "2 line(s) of results.jsonl are not JSON records" in page and "no summary.json" in page
-    assert '<div class="big">FAIL</div>' in page and "no verdict in summary.json" in page
+    assert '<div class="big">NO VERDICT</div>' in page and "no verdict in summary.json" in page
     assert 'class="chip st-other" title="1 weird"' in page
 
 

@@ -153,7 +153,7 @@ def test_reduction_allowance_admits_float32_accumulation_and_not_a_wrong_kernel(
     total = np.cumsum(Y * dY, axis=-1, dtype=np.float32)[:, -1:]
     float32_kernel = Y * (dY - total)
     (allowance,), (note,) = allowances(spec, {"dY": dY, "Y": Y}, {}, "float32", [expected])
-    assert note == " + reduction(K=65536, sqrt(K) * u(float32) * magnitude)"
+    assert note == " + reduction(K=65536, sqrt(K)=256 * u(float32)=5.96e-08 * magnitude)"
     assert not compare(float32_kernel, expected, "float32", tolerance).passed
     assert compare(float32_kernel, expected, "float32", tolerance, allowance).passed
 

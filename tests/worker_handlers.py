@@ -1,6 +1,7 @@
 """Handlers for IsolatedWorker tests: each misbehaves the way a kernel library can."""
 import os
 import signal
+import sys
 import time
 
 
@@ -19,3 +20,8 @@ def handle(request):
         raise ValueError("bad input shape")
     if action == "exit":
         os._exit(3)
+    if action == "has_module":  # imported before this worker ran any request (its template's preload)
+        return request["name"] in sys.modules
+    if action == "spin":  # busy, never answering: a kernel in an endless loop
+        while True:
+            pass

@@ -21,6 +21,9 @@ class Request:
     outputs: tuple[bool, ...]  # which of the spec's outputs are requested
     threads: int = 1
     timeout: float | None = None  # a case's own limit (spec group `timeout`); None: the backend's
+    # thread_invariance check: split the work across `threads` however small the case (THREAD_INVARIANT
+    # backends honour it; normally small cases run on one thread and the split would go untested)
+    force_split: bool = False
 
     def named_inputs(self) -> dict[str, np.ndarray | None]:
         return {i.name: v for i, v in zip(self.spec.inputs, self.inputs)}
@@ -79,6 +82,7 @@ class Support:
 class Backend:
     """Subclasses set `name` and implement run(); availability() says why a backend cannot run here."""
     threads: int = 1
+    THREAD_INVARIANT = False  # True: outputs are bitwise the same at any thread count (checked per case)
     timeout: float = 20.0
     name: str = field(default="", init=False)
 

@@ -20,6 +20,9 @@ UNSUPPORTED_STATUSES = ("OPC_ERR_UNKNOWN_OP", "OPC_ERR_UNSUPPORTED_DTYPE", "OPC_
 @dataclass
 class OpenmpBackend(WorkerBackend):
     HANDLER = "harness.backends.openmp:handle"
+    # Promises bitwise identical outputs for any thread count (at one ISA level and BLAS core type);
+    # the thread_invariance check (harness/self_consistency.py) holds it to that on every case.
+    THREAD_INVARIANT = True
     LOADING = "loading the C kernel library"  # info(): build_info() plus every op's descriptor
 
     def __post_init__(self):
@@ -28,6 +31,8 @@ class OpenmpBackend(WorkerBackend):
     def availability(self) -> str | None:
         info = self.info()
         if "error" in info:
+            if "IsaUnavailable" in info["error"]:  # OPCONFORM_ISA asks for a level this CPU or build lacks
+                return f"the C kernel library cannot run at the requested ISA level: {info['error']}"
             return f"the C kernel library does not load: {info['error']} (reinstall: pip install -e .)"
         return None
 
@@ -43,7 +48,7 @@ class OpenmpBackend(WorkerBackend):
         try:
             reply = self.worker.call({"call": "run", "op": request.spec.op, "inputs": inputs,
                                       "attributes": request.attributes, "outputs": list(request.outputs),
-                                      "threads": self.threads},
+                                      "threads": request.threads, "force_split": request.force_split},
                                      timeout=min(self.timeout, request.timeout or self.timeout))
         except HandlerError as e:
             return _classify(e)
@@ -104,7 +109,8 @@ def handle(request: dict):
     try:
         call, outputs = openmp_lib.prepare(request["op"], request["inputs"], request["attributes"],
                                            want_outputs=request["outputs"], threads=request["threads"])
-        call()
+        with openmp_lib.force_split(request.get("force_split", False)):
+            call()
         if request["call"] == "bench":  # the C call alone, into the same outputs: no marshalling, no page faults
             from harness.bench.timing import Budget, repeat
 

@@ -1,8 +1,17 @@
 """ctypes wrapper of the C/OpenMP kernel library (csrc/opconform_kernels.h).
 
-The library is built by the package's own build (scikit-build-core + CMake) into this package as
-``libopconform_kernels.so``. ``OPCONFORM_KERNELS_LIB=/path/to/lib.so`` loads another build instead,
-e.g. the AddressSanitizer one from ``csrc/build_sanitizer.sh`` (which also needs
+The package's own build (scikit-build-core + CMake) installs one library per ISA level into this
+package: ``libopconform_kernels_<level>.so`` for the levels in :data:`ISA_LEVELS`. The level is
+chosen when the library is loaded:
+
+- ``OPCONFORM_ISA=baseline|avx2|avx512`` forces one (baseline = x86-64 with SSE2, avx2 = x86-64-v3:
+  AVX2 + FMA + F16C, avx512 = x86-64-v4: AVX-512 F/BW/CD/DQ/VL); a level the CPU lacks raises
+  :class:`IsaUnavailable` with the reason (never a SIGILL);
+- unset (or ``best``), the best level both the CPU and the build have.
+
+``OPCONFORM_KERNELS_LIB`` loads another build instead: a file (its level is read from the library's
+``opc_isa`` symbol before any of its code runs), or a directory of ``*_<level>.so`` files, e.g. the
+AddressSanitizer builds of ``csrc/build_sanitizer.sh`` (which also need
 ``LD_PRELOAD=$(gcc -print-file-name=libasan.so)``, see CMakeLists.txt).
 
 Main entry point::
@@ -10,11 +19,14 @@ Main entry point::
     run(op, inputs, attrs, want_outputs=None, threads=1) -> list[np.ndarray | None]
 
 ``inputs`` follow the op's positional (ONNX node) order, ``None`` for an absent optional input;
-failures raise :class:`KernelError` carrying the C status code and message.
+failures raise :class:`KernelError` carrying the C status code and message. The module-level
+functions use the level selected above; :func:`use` switches it within a process (tests run every
+level the CPU has).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import json
@@ -27,7 +39,18 @@ import ml_dtypes
 import numpy as np
 
 ENV_LIB = "OPCONFORM_KERNELS_LIB"
-_LIB_MODULE = __name__.rpartition(".")[0] + ".libopconform_kernels"
+ENV_ISA = "OPCONFORM_ISA"
+_LIB_MODULE = __name__.rpartition(".")[0] + ".libopconform_kernels_{isa}"
+# Weakest first. What each needs of the CPU (Linux /proc/cpuinfo flag names; lzcnt shows as abm).
+ISA_LEVELS = ("baseline", "avx2", "avx512")
+_ISA_CPU_FLAGS = {
+    "baseline": (),
+    "avx2": ("avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm", "xsave"),
+    "avx512": ("avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm", "xsave",
+               "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
+}
+ISA_DESCRIPTIONS = {"baseline": "x86-64 (SSE2)", "avx2": "x86-64-v3 (AVX2 + FMA)",
+                    "avx512": "x86-64-v4 (AVX-512)"}
 MAX_RANK = 12
 
 _DTYPE_CODES: dict[np.dtype, int] = {
@@ -96,32 +119,160 @@ class _OpDesc(ctypes.Structure):
     ]
 
 
-_lock = threading.Lock()
-_lib: ctypes.CDLL | None = None
+class IsaUnavailable(RuntimeError):
+    """The requested ISA level cannot run here (CPU lacks it, or no build of it exists)."""
 
 
-def library_path() -> str:
-    """Path of the library that :func:`load` opens (env override first)."""
+def cpu_flags() -> set[str]:
+    """The CPU feature flags the kernel reports (empty where /proc/cpuinfo is unreadable)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_isa_levels(flags: set[str] | None = None) -> list[str]:
+    """The levels of ISA_LEVELS this CPU can run, weakest first (baseline always)."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return ["baseline"]
+    flags = cpu_flags() if flags is None else flags
+    return [level for level in ISA_LEVELS if all(f in flags for f in _ISA_CPU_FLAGS[level])]
+
+
+def _missing_flags(level: str) -> list[str]:
+    flags = cpu_flags()
+    return [f for f in _ISA_CPU_FLAGS[level] if f not in flags]
+
+
+def requested_isa() -> str | None:
+    """OPCONFORM_ISA's level, None when unset or 'best'; an unknown name raises IsaUnavailable."""
+    value = os.environ.get(ENV_ISA, "").strip().lower()
+    if value in ("", "best"):
+        return None
+    if value not in ISA_LEVELS:
+        raise IsaUnavailable(f"{ENV_ISA}={value!r} is not a level; use one of {', '.join(ISA_LEVELS)} or best")
+    return value
+
+
+def check_cpu_supports(level: str) -> None:
+    if level not in cpu_isa_levels():
+        raise IsaUnavailable(
+            f"ISA level {level} ({ISA_DESCRIPTIONS.get(level, level)}) needs CPU features this CPU lacks: "
+            f"{', '.join(_missing_flags(level)) or 'unknown'} (it can run: {', '.join(cpu_isa_levels())})")
+
+
+def _dir_library(directory: str, level: str) -> str | None:
+    import glob
+
+    found = sorted(glob.glob(os.path.join(directory, f"libopconform_kernels*_{level}.so")))
+    return found[0] if found else None
+
+
+def _package_library(level: str) -> str | None:
+    spec = importlib.util.find_spec(_LIB_MODULE.format(isa=level))
+    return spec.origin if spec is not None and spec.origin else None
+
+
+def built_isa_levels() -> list[str]:
+    """Levels with a library to load (the package's builds, or OPCONFORM_KERNELS_LIB's)."""
     override = os.environ.get(ENV_LIB)
-    if override:
+    if override and not os.path.isdir(override):
+        return [_file_isa(override)]
+    find = (lambda lv: _dir_library(override, lv)) if override else _package_library
+    return [level for level in ISA_LEVELS if find(level)]
+
+
+def available_isa_levels() -> list[str]:
+    """Levels both built and runnable on this CPU, weakest first."""
+    cpu = cpu_isa_levels()
+    return [level for level in built_isa_levels() if level in cpu]
+
+
+def selected_isa() -> str:
+    """The level module-level calls use: use()'s, else OPCONFORM_ISA's, else the best available."""
+    if _current_isa is not None:
+        return _current_isa
+    wanted = requested_isa()
+    if wanted is not None:
+        return wanted
+    levels = available_isa_levels()
+    if not levels:
+        raise FileNotFoundError(f"no kernel library is built for this CPU: reinstall the package "
+                                f"(pip install -e .) or set {ENV_LIB}")
+    return levels[-1]
+
+
+def library_path(isa: str | None = None) -> str:
+    """Path of the library that :func:`load` opens for `isa` (default: :func:`selected_isa`)."""
+    override = os.environ.get(ENV_LIB)
+    if override and not os.path.isdir(override):
         return override
-    spec = importlib.util.find_spec(_LIB_MODULE)
-    if spec is None or spec.origin is None:
-        raise FileNotFoundError(
-            f"{_LIB_MODULE} is not built: reinstall the package (pip install -e .) or set {ENV_LIB}"
-        )
-    return spec.origin
+    isa = isa or selected_isa()
+    path = _dir_library(override, isa) if override else _package_library(isa)
+    if path is None:
+        where = f"{ENV_LIB}={override}" if override else "the package"
+        raise FileNotFoundError(f"no {isa} build of the kernel library in {where}: reinstall the package "
+                                f"(pip install -e .) or set {ENV_LIB}")
+    return path
 
 
-def load() -> ctypes.CDLL:
-    """Open the library once per process (after scipy_openblas32, which provides the BLAS)."""
-    global _lib
+def _file_isa(path: str) -> str:
+    """The level a library file was built for, read from its `opc_isa` data symbol (no code runs)."""
+    return _open(path)[1]
+
+
+_lock = threading.RLock()
+_opened: dict[str, tuple[ctypes.CDLL, str]] = {}  # path -> (handle, its level), prototypes unset
+_libs: dict[str, ctypes.CDLL] = {}                 # path -> checked, ready library
+_current_isa: str | None = None
+
+
+def _open(path: str) -> tuple[ctypes.CDLL, str]:
     with _lock:
-        if _lib is not None:
-            return _lib
-        import scipy_openblas32  # noqa: F401  (loads libscipy_openblas.so RTLD_GLOBAL)
+        if path not in _opened:
+            import scipy_openblas32  # noqa: F401  (loads libscipy_openblas.so RTLD_GLOBAL)
 
-        lib = ctypes.CDLL(library_path())
+            handle = ctypes.CDLL(path)
+            try:
+                level = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(handle, "opc_isa"))).decode()
+            except ValueError:
+                level = "baseline"  # a build from before per-level libraries
+            _opened[path] = (handle, level)
+        return _opened[path]
+
+
+def use(isa: str | None) -> None:
+    """Make module-level calls use level `isa` (None: back to OPCONFORM_ISA / the best)."""
+    global _current_isa
+    if isa is not None and isa not in ISA_LEVELS:
+        raise IsaUnavailable(f"unknown ISA level {isa!r}; use one of {', '.join(ISA_LEVELS)}")
+    _current_isa = isa
+
+
+def load(isa: str | None = None) -> ctypes.CDLL:
+    """Open the library of level `isa` (default: selected_isa()) once per process, after checking
+    that the CPU can run it (after scipy_openblas32, which provides the BLAS)."""
+    with _lock:
+        path = library_path(isa)
+        if path in _libs:
+            return _libs[path]
+        if isa is None and not (os.environ.get(ENV_LIB) and not os.path.isdir(os.environ[ENV_LIB])):
+            isa = selected_isa()
+        if isa is not None:
+            check_cpu_supports(isa)
+        lib, level = _open(path)
+        if isa is not None and level != isa:
+            raise IsaUnavailable(f"{path} is a {level} build, not {isa}")
+        check_cpu_supports(level)  # before any of its code runs
+        wanted = requested_isa()
+        if wanted is not None and wanted != level and _current_isa is None:
+            raise IsaUnavailable(f"{ENV_ISA}={wanted} but {ENV_LIB}={path} is a {level} build")
         lib.opc_op_count.restype = ctypes.c_int32
         lib.opc_op_at.restype = ctypes.POINTER(_OpDesc)
         lib.opc_op_at.argtypes = [ctypes.c_int32]
@@ -138,13 +289,15 @@ def load() -> ctypes.CDLL:
             ctypes.POINTER(_Attr), ctypes.c_int32, ctypes.POINTER(_Tensor), ctypes.c_int32,
             ctypes.c_char_p, ctypes.c_size_t,
         ]
+        lib.opc_set_force_split.restype = ctypes.c_int32
+        lib.opc_set_force_split.argtypes = [ctypes.c_int32]
         lib.opc_build_info.restype = ctypes.c_char_p
         lib.opc_abi_version.restype = ctypes.c_int32
         lib.opc_status_name.restype = ctypes.c_char_p
         lib.opc_status_name.argtypes = [ctypes.c_int32]
         if lib.opc_abi_version() != 1:
-            raise RuntimeError(f"{library_path()}: ABI version {lib.opc_abi_version()}, expected 1")
-        _lib = lib
+            raise RuntimeError(f"{path}: ABI version {lib.opc_abi_version()}, expected 1")
+        _libs[path] = lib
         return lib
 
 
@@ -185,7 +338,23 @@ def build_info() -> dict[str, Any]:
     """Compiler, flags, OpenMP version, BLAS and sanitizers of the loaded library, plus its path."""
     info = json.loads(load().opc_build_info().decode())
     info["path"] = library_path()
+    info.setdefault("isa", selected_isa())
+    info["isa_requested"] = os.environ.get(ENV_ISA) or "best"
+    info["cpu_isa_levels"] = cpu_isa_levels()
+    info["built_isa_levels"] = built_isa_levels()
     return info
+
+
+@contextlib.contextmanager
+def force_split(enabled: bool = True):
+    """Within the block, kernels split even the smallest work across their threads (opc_set_force_split):
+    how a thread-invariance check exercises the split on small test cases."""
+    lib = load()
+    previous = lib.opc_set_force_split(int(bool(enabled)))
+    try:
+        yield
+    finally:
+        lib.opc_set_force_split(previous)
 
 
 # ---- marshalling -----------------------------------------------------------------------------

@@ -33,6 +33,7 @@ BENCH_TIMEOUT = 900.0  # seconds for all repetitions of one benchmark
 class OrtBackend(WorkerBackend):
     HANDLER = "harness.backends.ort_session:handle"
     LOADING = "importing onnxruntime"
+    PRELOAD = ("harness.backends.ort_session:preload",)  # onnxruntime, once, in the worker template
     provider: str = "CPUExecutionProvider"
 
     def __post_init__(self):

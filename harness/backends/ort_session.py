@@ -6,8 +6,23 @@ does to its process (crash, hang, abort) happens to the worker only.
 from __future__ import annotations
 
 import hashlib
+import sys
 
 _sessions: dict[tuple, object] = {}
+
+
+def preload() -> None:
+    """What the worker template imports once (harness.backends.worker_template)."""
+    _keep_torch_out()
+    import onnxruntime  # noqa: F401
+
+
+def _keep_torch_out() -> None:
+    """onnxruntime-training imports its ORTModule, and with it torch (3 s), wherever torch is installed;
+    a one-node InferenceSession uses neither, and ORT skips ORTModule when `import torch` fails, as
+    it does where torch is absent. Only in this worker process, and only before onnxruntime loads."""
+    if "onnxruntime" not in sys.modules:
+        sys.modules.setdefault("torch", None)
 
 
 class OrtError(Exception):
@@ -16,6 +31,7 @@ class OrtError(Exception):
 
 def handle(request: dict):
     """The worker's entry point: {'call': 'info'}, {'call': 'run', ...}, {'call': 'probe', ...} or {'call': 'cuda'}."""
+    _keep_torch_out()
     if request["call"] == "probe":
         return probe(request)
     if request["call"] == "bench":

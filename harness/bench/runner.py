@@ -4,13 +4,23 @@ table and write the figures (schema opconform-bench/1, read by harness.report.be
 openmp and ort time inside their isolated workers (a crash or hang is a reported problem, not the
 end of the run); reference and torch time in this process. The JSON is rewritten after each
 workload, so an interrupted run keeps what it measured.
+
+ISA levels: each level runs with the openmp kernels forced to it (OPCONFORM_ISA) and torch forced to
+the same level (ATEN_CPU_CAPABILITY, which torch reads once at import), so a ratio compares like with
+like. Several levels (`--isa baseline,avx2`) run one after another, each in a child process of its own
+(torch cannot change level once imported), and their rows land in one JSON, each tagged with its
+level. onnxruntime picks its own code path (MLAS dispatch) and cannot be forced: its column is what
+it chose on this CPU.
 """
 from __future__ import annotations
 
 import fnmatch
 import hashlib
 import json
+import os
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +36,8 @@ from harness.bench.workloads import ELEMENTWISE_SIZES, WORKLOADS, Workload
 SCHEMA = "opconform-bench/1"
 BACKENDS = ("openmp", "ort", "torch", "reference")
 TORCH_PIN = "2.13.0"
+# torch's name for each of our ISA levels (ATEN_CPU_CAPABILITY)
+ATEN_CAPABILITY = {"baseline": "default", "avx2": "avx2", "avx512": "avx512"}
 
 
 class BenchError(Exception):
@@ -41,6 +53,7 @@ class BenchOptions:
     bandwidth: bool = False  # also measure the triad and sgemm limits
     quick: bool = False  # a few repetitions only (smoke-testing the command)
     out: Path | None = None
+    isa: list[str] | None = None  # ISA levels to measure (default: the openmp backend's selected level)
 
 
 def select(options: BenchOptions) -> list[Workload]:
@@ -63,7 +76,93 @@ def _torch_status(threads: int) -> tuple[object | None, str]:
     return torch, torch.__version__
 
 
+def _torch_capability(torch) -> str | None:
+    try:
+        return str(torch.backends.cpu.get_cpu_capability()).lower()
+    except Exception:  # an older torch: the level it took is unknown
+        return None
+
+
+def isa_levels(options: BenchOptions) -> list[str]:
+    """The levels to measure, each checked against this CPU and the build (BenchError names why not)."""
+    from harness.backends import openmp_lib
+
+    try:
+        levels = options.isa or [openmp_lib.selected_isa()]
+        for level in levels:
+            if level not in openmp_lib.ISA_LEVELS:
+                raise BenchError(f"--isa {level}: not a level; use {', '.join(openmp_lib.ISA_LEVELS)}")
+            openmp_lib.check_cpu_supports(level)
+    except (openmp_lib.IsaUnavailable, FileNotFoundError) as e:
+        raise BenchError(f"--isa: {e}") from None
+    return list(dict.fromkeys(levels))
+
+
 def run_bench(catalog, options: BenchOptions, log=print) -> dict:
+    """Every selected workload at every requested ISA level (see the module docstring)."""
+    levels = isa_levels(options)
+    if len(levels) == 1:
+        return _run_level(catalog, options, levels[0], log)
+    doc = None
+    for level in levels:
+        log(f"ISA level {level}: a child process with OPCONFORM_ISA={level} ATEN_CPU_CAPABILITY={ATEN_CAPABILITY[level]}")
+        part = _run_child(catalog, options, level, log)
+        if doc is None:
+            doc = {**part, "results": [], "problems": [], "isa_levels": []}
+            doc["environment"] = {k: v for k, v in part["environment"].items() if not k.startswith("isa")}
+        doc["isa_levels"].append({"isa": level, **{k: v for k, v in part["environment"].items()
+                                                   if k.startswith(("isa", "torch", "kernels"))}})
+        doc["results"] += part["results"]
+        doc["problems"] += [f"[{level}] {p}" for p in part["problems"]]
+        if not doc["limits"]:
+            doc["limits"] = part["limits"]
+        doc["environment"]["isa"] = ", ".join(e["isa"] for e in doc["isa_levels"])
+        _save(doc, options.out)
+    return doc
+
+
+def _run_child(catalog, options: BenchOptions, level: str, log) -> dict:
+    """One level in a fresh interpreter: torch and the kernels load there at that level."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        argv = [sys.executable, "-m", "harness.cli", "bench", "--isa", level, "--threads", str(options.threads),
+                "--out", str(out), "--backends", ",".join(options.backends)]
+        argv += ["--specs", str(catalog.root)] if getattr(catalog, "root", None) else []
+        argv += ["--ops", ",".join(options.ops)] if options.ops else []
+        argv += ["--sizes", ",".join(options.sizes)] if options.sizes else []
+        argv += ["--bandwidth"] if options.bandwidth else []
+        argv += ["--quick"] if options.quick else []
+        env = {**os.environ, "OPCONFORM_ISA": level, "ATEN_CPU_CAPABILITY": ATEN_CAPABILITY[level]}
+        child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in child.stderr:  # its progress, as it comes
+            log(line.rstrip("\n"))
+        child.wait()
+        if not out.exists():
+            raise BenchError(f"the {level} bench child exited {child.returncode} without figures")
+        return json.loads(out.read_text())
+
+
+def _run_level(catalog, options: BenchOptions, level: str, log) -> dict:
+    # The workers (openmp) and torch read these when they start or import: set before either, and
+    # put back afterwards (the backends' workers are closed by then).
+    saved = {k: os.environ.get(k) for k in ("OPCONFORM_ISA", "ATEN_CPU_CAPABILITY")}
+    try:
+        return _measure_level(catalog, options, level, log)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
+    os.environ["OPCONFORM_ISA"] = level
+    wanted_capability = ATEN_CAPABILITY[level]
+    if "torch" in sys.modules and os.environ.get("ATEN_CPU_CAPABILITY") != wanted_capability:
+        log(f"torch was imported before the bench set ATEN_CPU_CAPABILITY={wanted_capability}: its level is "
+            f"recorded as it is")
+    os.environ["ATEN_CPU_CAPABILITY"] = wanted_capability
     workloads = select(options)
     budget = QUICK if options.quick else Budget()
     unknown = [b for b in options.backends if b not in BACKENDS]
@@ -86,6 +185,9 @@ def run_bench(catalog, options: BenchOptions, log=print) -> dict:
     doc = {"schema": SCHEMA, "threads": options.threads,
            "environment": {**environment.describe(Path.cwd()), "torch": torch_version,
                            "repetitions": ", ".join(f"{k} {v}" for k, v in budget.as_dict().items()),
+                           "isa": level, "isa_forced_torch": wanted_capability,
+                           "torch_cpu_capability": _torch_capability(torch) if torch else "not run",
+                           "ort_isa": "its own dispatch (MLAS), not forced",
                            **_kernel_build(backends.get("openmp"))},
            "limits": {}, "results": [], "problems": problems}
     for p in problems:
@@ -95,8 +197,8 @@ def run_bench(catalog, options: BenchOptions, log=print) -> dict:
             _measure_limits(doc, options.threads, budget, log)
             _save(doc, options.out)
         for w in workloads:
-            doc["results"].append(_bench_one(catalog, w, backends, torch, budget, problems, log,
-                                             options.threads, options.bandwidth))
+            doc["results"].append({**_bench_one(catalog, w, backends, torch, budget, problems, log,
+                                                options.threads, options.bandwidth), "isa": level})
             _save(doc, options.out)
     finally:
         for backend in backends.values():
@@ -109,7 +211,8 @@ def _kernel_build(openmp) -> dict:
     if openmp is None:
         return {}
     build = openmp.environment()
-    return {"kernels compiler": f"{build.get('compiler')} {build.get('flags')}",
+    return {"isa_kernels": build.get("isa", "unknown"),
+            "kernels compiler": f"{build.get('compiler')} {build.get('flags')}",
             "kernels BLAS": build.get("blas_config", build.get("blas", "")), "kernels library": build.get("path", "")}
 
 
@@ -214,11 +317,11 @@ def _line(row: dict) -> str:
 
 def table(doc: dict) -> str:
     """The figures as a text table: medians in ms, ratios openmp / peer (below 1: openmp faster)."""
-    head = (f"{'op':20s} {'size':11s} {'shape':34s} {'openmp ms':>9} {'ort ms':>9} {'torch ms':>9} {'ref ms':>9} "
+    head = (f"{'op':20s} {'size':11s} {'isa':8s} {'shape':34s} {'openmp ms':>9} {'ort ms':>9} {'torch ms':>9} {'ref ms':>9} "
             f"{'/ort':>6} {'/torch':>6}  openmp throughput")
     lines = [head, "-" * len(head)]
     for row in doc["results"]:
-        lines.append(f"{row['op']:20s} {row['size']:11s} {str(row['shape'])[:34]:34s} {_ms(row, 'openmp')} "
+        lines.append(f"{row['op']:20s} {row['size']:11s} {row.get('isa', '-'):8s} {str(row['shape'])[:34]:34s} {_ms(row, 'openmp')} "
                      f"{_ms(row, 'ort')} {_ms(row, 'torch')} {_ms(row, 'reference')} {_ratio(row, 'ort')} "
                      f"{_ratio(row, 'torch')}  {_throughput(row, doc['limits'])}")
     limits = doc["limits"]
@@ -227,7 +330,13 @@ def table(doc: dict) -> str:
                      f"(on 4M floats: {limits['triad_4m_gbs']:.1f} GB/s), sgemm {limits['sgemm_gflops']:.1f} GFLOP/s; "
                      f"'% of limit': memory-bound rows against a "
                      f"triad on the same bytes timed in the same rounds, the others against sgemm")
-    lines.append("medians of repeated calls; /ort and /torch are openmp's median over the peer's (below 1: openmp faster)")
+    lines.append("medians of repeated calls; /ort and /torch are openmp's median over the peer's (below 1: openmp faster); "
+                 "isa: the level openmp ran at, torch forced to the same (ATEN_CPU_CAPABILITY), ort its own dispatch")
+    torch_levels = [e for e in doc.get("isa_levels", [doc.get("environment", {})])
+                    if e.get("torch_cpu_capability") not in (None, "not run")]
+    for e in torch_levels:
+        lines.append(f"torch at isa {e.get('isa')}: ATEN_CPU_CAPABILITY={e.get('isa_forced_torch')}, "
+                     f"torch reports {e.get('torch_cpu_capability')}")
     return "\n".join(lines)
 
 

@@ -1,12 +1,13 @@
 """`opconform report`: one self-contained HTML page per run (see docs in README, design §13).
 
-write_report(run_dir) reads results.jsonl and summary.json (and bench.json, a baseline run and the
-specs when given or found), builds the model (harness.report.model) and renders it
+write_report(run_dir) reads results.jsonl and summary.json (and bench.json, mutate.json, a baseline
+run and the specs when given or found), builds the model (harness.report.model) and renders it
 (harness.report.render). publish(run_dir) is what `opconform run` calls at the end: junit.xml, then
 index.html.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from harness.report import bench as bench_mod
@@ -44,14 +45,22 @@ def _specs(run: RunData, specs_root: Path | None, catalog=None) -> tuple[dict, d
 
 
 def build_report(run_dir: Path | RunData, baseline: Path | None = None, bench: Path | None = None,
-                 specs_root: Path | None = None, catalog=None) -> Report:
+                 specs_root: Path | None = None, catalog=None, mutation: Path | None = None) -> Report:
     run = run_dir if isinstance(run_dir, RunData) else read_run(Path(run_dir))
     run_dir = run.path
     specs, paths, note, default = _specs(run, specs_root, catalog)
     base = read_run(Path(baseline)) if baseline else None
     bench_path = Path(bench) if bench else Path(run_dir) / "bench.json"
     figures = bench_mod.load(bench_path) if (bench or bench_path.is_file()) else None
-    report = build(run, specs, paths, "", base, figures, default)
+    mutation_path = Path(mutation) if mutation else Path(run_dir) / "mutate.json"
+    mutation_figures = None
+    if mutation_path.is_file():
+        try:
+            mutation_figures = json.loads(mutation_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            mutation_figures = None
+            run.problems.append(f"{mutation_path}: not readable as `opconform mutate` figures ({e})")
+    report = build(run, specs, paths, "", base, figures, default, mutation_figures)
     if note:
         report.problems.append(note)
     elif not specs:
@@ -60,10 +69,10 @@ def build_report(run_dir: Path | RunData, baseline: Path | None = None, bench: P
 
 
 def write_report(run_dir: Path | RunData, out: Path | None = None, baseline: Path | None = None, bench: Path | None = None,
-                 specs_root: Path | None = None, catalog=None) -> Path:
+                 specs_root: Path | None = None, catalog=None, mutation: Path | None = None) -> Path:
     """Render the report of run_dir to out (default run_dir/index.html) and return its path."""
     with paused_gc():
-        report = build_report(run_dir, baseline, bench, specs_root, catalog)
+        report = build_report(run_dir, baseline, bench, specs_root, catalog, mutation)
         page = render(report)
     out = Path(out) if out else report.run.path / "index.html"
     out.parent.mkdir(parents=True, exist_ok=True)

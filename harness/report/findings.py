@@ -48,7 +48,7 @@ def kind_of(r: Rec) -> tuple[str, str] | None:
     if r.status == "pass":
         return ("stale divergence", r.divergence) if r.divergence else None
     if r.status == "unsupported":
-        if r.divergence and r.detail.startswith("known divergence"):
+        if r.divergence and r.raw.get("divergence_reproduced"):  # a declared `unsupported` divergence
             return "known divergence", r.divergence
         return None
     if r.status == "divergent":

@@ -26,7 +26,7 @@ ENVIRONMENT = (("Python", ("environment", "python")), ("numpy", ("environment", 
                ("spec set (sha256)", ("spec_set",)), ("spec directory", ("specs",)), ("tier", ("tier",)),
                ("seed", ("seed",)), ("threads per backend", ("threads",)), ("timeout (s)", ("timeout",)),
                ("case filter", ("case_filter",)))
-BUILD_KEYS = ("compiler", "flags", "build_type", "openmp", "omp_max_threads", "blas", "sanitizers")
+BUILD_KEYS = ("isa", "compiler", "flags", "build_type", "openmp", "omp_max_threads", "blas", "blas_core", "sanitizers")
 
 
 @dataclass
@@ -59,6 +59,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)  # the verdict's warnings (e.g. a waiver near expiry)
     waivers: list[dict] = field(default_factory=list)  # waiver health, when the run recorded it
     statuses: tuple = ORDER
+    gradient: list[dict] = field(default_factory=list)  # per op: the reference's gradient checks (check: gradient)
+    mutation: dict | None = None  # `opconform mutate` figures (RUN_DIR/mutate.json or --mutate FILE)
 
     @property
     def kinds(self) -> dict:
@@ -105,7 +107,8 @@ def environment(summary: dict) -> list[tuple[str, str]]:
             value = "unavailable" if label in ("onnxruntime-training", "onnx", "numpy") else "—"
         rows.append((label, str(value)))
     env_vars = summary.get("env_vars") if isinstance(summary.get("env_vars"), dict) else {}
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES"):
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OPCONFORM_ISA",
+                 "OPENBLAS_CORETYPE"):
         rows.append((name, str(env_vars.get(name, "unset"))))
     builds = []
     for name, info in (summary.get("backends") or {}).items():
@@ -185,12 +188,22 @@ def read_capabilities(data: Any, backends: set[str]) -> dict[tuple[str, str, str
 
 
 def verdict(summary: dict, totals: Cell) -> tuple[bool | None, list[str]]:
+    """The verdict summary.json records (harness.gate decided it); the report never judges again."""
     v = summary.get("verdict")
     if isinstance(v, dict) and isinstance(v.get("passed"), bool):
         return v["passed"], [str(r) for r in v.get("reasons") or []]
-    reasons = ["no verdict in summary.json (an interrupted run, or a run written by another tool)"]
-    bad = [f"{totals.counts[s]} {s}" for s in ("fail", "crashed", "error") if totals.counts[s]]
-    return (False if bad else None), reasons + ([f"the results hold {', '.join(bad)}"] if bad else [])
+    return None, ["no verdict in summary.json (an interrupted run, or a run written by another tool): "
+                  "`opconform merge DIR --out OUT` gives it one"]
+
+
+def gradient_rows(records: list[Rec]) -> list[dict]:
+    """Per op: how many cases the reference's gradient check ran and passed, and the failures."""
+    by_op: dict[str, list[Rec]] = defaultdict(list)
+    for r in records:
+        if r.check == "gradient":
+            by_op[r.op].append(r)
+    return [{"op": op, "checked": len(rs), "passed": sum(1 for r in rs if r.status == "pass"),
+             "failed": [r for r in rs if r.status != "pass"][:5]} for op, rs in sorted(by_op.items())]
 
 
 def waiver_health(summary: dict) -> list[dict]:
@@ -239,7 +252,8 @@ def bench_charts(bench: Bench) -> list[tuple[str, Any]]:
 
 
 def build(run: RunData, specs: dict | None = None, spec_paths: dict | None = None, spec_note: str = "",
-          baseline: RunData | None = None, bench: Bench | None = None, default_specs: Path | None = None) -> Report:
+          baseline: RunData | None = None, bench: Bench | None = None, default_specs: Path | None = None,
+          mutation: dict | None = None) -> Report:
     """specs: spec id -> Spec (those the report could load); spec_paths: spec id -> file shown."""
     specs, spec_paths = specs or {}, spec_paths or {}
     summary = run.summary
@@ -280,7 +294,8 @@ def build(run: RunData, specs: dict | None = None, spec_paths: dict | None = Non
         backends=backends_table(summary, backends), columns=columns, backend_spans=spans, matrix=matrix, ops=views,
         findings=findings_mod.collect(run.records, backends, specs, flags), problems=list(run.problems),
         warnings=[str(w) for w in (summary.get("verdict") or {}).get("warnings") or []]
-        if isinstance(summary.get("verdict"), dict) else [], waivers=waiver_health(summary))
+        if isinstance(summary.get("verdict"), dict) else [], waivers=waiver_health(summary),
+        gradient=gradient_rows(run.records), mutation=mutation if isinstance(mutation, dict) else None)
     if baseline is not None:
         report.diff = baseline_diff.diff(baseline, run)
         report.problems += [f"baseline: {p}" for p in baseline.problems]

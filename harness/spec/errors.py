@@ -17,20 +17,43 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.field}: {self.message}" if self.field else f"{self.file}: {self.message}"
+        # One problem, one line: messages quoting YAML or exceptions may carry newlines of their own.
+        message = " ".join(str(self.message).split())
+        return f"{self.file}: {self.field}: {message}" if self.field else f"{self.file}: {message}"
+
+
+def unique(problems: list[Problem]) -> list[Problem]:
+    """The problems in order, each once (one mistake can surface once per case or per union member)."""
+    seen, out = set(), []
+    for p in problems:
+        if str(p) not in seen:
+            seen.add(str(p))
+            out.append(p)
+    return out
 
 
 class SpecError(Exception):
     """One or more problems in the spec files; str() is one line per problem."""
 
     def __init__(self, problems: list[Problem]):
-        self.problems = problems
+        self.problems = problems = unique(problems)
         super().__init__("\n".join(str(p) for p in problems))
+
+
+# pydantic names the member of a union that failed inside the error's location ('float',
+# "literal['nan','inf']", 'list[...]'); a spec author knows the field, not the member.
+_UNION_TAGS = ("float", "int", "str", "bool", "date", "none", "dict", "list", "literal", "function")
+
+
+def _is_union_tag(part) -> bool:
+    return isinstance(part, str) and (part in _UNION_TAGS or "[" in part)
 
 
 def field_path(loc: tuple) -> str:
     out = ""
     for part in loc:
+        if _is_union_tag(part):
+            continue
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
 
@@ -65,10 +88,25 @@ def _unwrap(annotation):
     return annotation
 
 
+def _shown_input(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def from_validation_error(file: Path | str, root: type[BaseModel], err: ValidationError) -> list[Problem]:
+    by_field: dict[str, list[str]] = {}
+    for problem in _problems(file, root, err):
+        by_field.setdefault(problem.field, [])
+        if problem.message not in by_field[problem.field]:
+            by_field[problem.field].append(problem.message)
+    # the members of a union fail together: one line saying what each would have taken
+    return [Problem(str(file), name, "; or ".join(messages)) for name, messages in by_field.items()]
+
+
+def _problems(file: Path | str, root: type[BaseModel], err: ValidationError) -> list[Problem]:
     problems = []
     for e in err.errors(include_url=False):
-        loc = tuple(e["loc"])
+        loc = tuple(part for part in e["loc"] if not _is_union_tag(part))
         parent = _model_at(root, loc[:-1]) if loc else root
         name = loc[-1] if loc else ""
         if e["type"] == "missing":
@@ -81,7 +119,7 @@ def from_validation_error(file: Path | str, root: type[BaseModel], err: Validati
             msg += f" (allowed here: {', '.join(allowed)})" if allowed else ""
         else:
             hint = _description(parent, name)
-            msg = f"got {e['input']!r}: {e['msg']}" + (f"; write {hint}" if hint else "")
+            msg = f"got {_shown_input(e['input'])}: {e['msg']}" + (f"; write {hint}" if hint else "")
         problems.append(Problem(str(file), field_path(loc), msg))
     return problems
 

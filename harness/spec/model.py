@@ -17,11 +17,14 @@ Dotted = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
 GroupName = Annotated[str, Field(pattern=r"^[a-z0-9_]+$", description="lower_case_with_underscores")]
 # Special values are dtype-aware names or plain YAML floats (.nan, .inf, -.inf, -0.0 work too).
 SpecialName = Literal["nan", "inf", "-inf", "-0.0", "max", "-max", "tiny", "-tiny", "subnormal", "-subnormal"]
-Value = Union[float, SpecialName]
+Value = Union[Annotated[float, Field(allow_inf_nan=True)], SpecialName]
+NonNegative = Annotated[int, Field(ge=0)]
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Non-finite numbers only where a field says so (special values): `atol: .inf` or `mean: .nan`
+    # would pass every check and break the run.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class TypeConstraint(Section):
@@ -62,7 +65,7 @@ class Attribute(Section):
     required: bool = False
     min: float | None = None
     max: float | None = None
-    allowed: list[Any] | None = Field(None, description="the only values allowed")
+    allowed: list[Any] | None = Field(None, min_length=1, description="the only values allowed")
     axis_of: str | None = Field(None, description="the input this attribute is an axis of: [-rank, rank)")
     description: str = ""
 
@@ -99,15 +102,17 @@ class Generator(Section):
     high: float = 1.0
     special: list[Value] = Field([], description="values planted among the drawn ones")
     fraction: float = Field(0.25, gt=0, le=1, description="share of elements replaced by special values")
-    values: list[Value] | None = Field(None, description="literal values, repeated to fill the tensor")
+    values: list[Value] | None = Field(None, min_length=1, description="literal values, repeated to fill the tensor")
 
 
 class Group(Section):
     name: GroupName
     description: str = ""
     tier: Tier = Field("ci", description="the smallest tier that runs this group: smoke, ci or nightly")
-    dtypes: list[DType] | None = Field(None, description="defaults to cases.dtypes")
-    params: dict[str, list[Any]] = Field({}, description="each key maps to a list of values; cases are their product")
+    dtypes: list[DType] | None = Field(None, min_length=1, description="defaults to cases.dtypes; leave it out "
+                                       "rather than write []")
+    params: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(
+        {}, description="each key maps to a non-empty list of values; cases are their product")
     inputs: dict[str, Generator] = Field({}, description="generators by input name, overriding cases.inputs")
     vjp: bool | str = Field(True, description="false-like: write the reason the VJP identity does not apply")
     timeout: float | None = Field(None, gt=0, description="seconds a backend may take on one of these cases before "
@@ -116,7 +121,8 @@ class Group(Section):
 
 class InvalidGroup(Group):
     why: str = Field(min_length=5, description="what makes these inputs invalid")
-    shapes: dict[str, list[int]] = Field({}, description="input shapes that override the generated ones")
+    shapes: dict[str, list[NonNegative]] = Field({}, description="input shapes that override the generated ones, "
+                                                 "lists of non-negative ints")
     attributes: dict[str, Any] = Field({}, description="attribute values written as-is, even out of range")
     vjp: bool | str = False
 
@@ -138,8 +144,8 @@ class Divergence(Section):
     id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
     backend: str
     cases: list[str] = Field(min_length=1, description="globs over case ids, e.g. 'infinities/*'")
-    dtypes: list[DType] | None = None
-    outputs: list[str] | None = None
+    dtypes: list[DType] | None = Field(None, min_length=1, description="the dtypes covered; leave it out for all")
+    outputs: list[str] | None = Field(None, min_length=1, description="the outputs affected; leave it out for all")
     result: DivergenceResult | list[DivergenceResult] = Field(
         description="wrong_values, crash, hang, accepts_invalid or unsupported; a list when the backend's "
                     "behaviour depends on memory layout (an out-of-bounds read may crash or return garbage)")

@@ -26,7 +26,7 @@ def test_op_list_and_info(lib):
     assert "hidden_size" in info["attributes"]
     assert lib.op_info("NoSuchOp") is None
     assert lib.supported_dtypes("SoftmaxGrad_13") == ["float32", "float64", "float16", "bfloat16"]
-    assert lib.supported_dtypes("ConvGrad") == ["float32", "float64"]
+    assert lib.supported_dtypes("ConvGrad") == ["float32", "float64", "float16"]
     assert lib.supported_dtypes("NoSuchOp") == []
 
 
