@@ -5,7 +5,7 @@ errors, stale divergences) or `validate` found problems; 2 bad usage (malformed 
 unknown or unavailable backend); 130 interrupted, 143 terminated by SIGTERM (results so far stay on disk,
 and summary.json has the totals and an interrupted verdict).
 
-The gate (`run`, `merge`, and pytest on generated_tests/ through harness.plugin) exits 1 when its
+The gate (`run`, `merge`, and pytest on generated_tests/ through harness.pytest_plugin.plugin) exits 1 when its
 verdict fails, listing one reason a line: unexpected failures, expected failures that passed
 ('remove waiver X'), undeclared crashes or hangs, harness errors, stale known divergences, stale
 waivers, waivers expired past their grace period, stale generated tests, an interrupted run or a
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from harness import backends as registry
-from harness.cases import TIERS
+from harness.core.cases import TIERS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 143  # SIGTERM during `run`: 128 + 15, as a shell reports it
@@ -43,7 +43,7 @@ def _add_spec_option(p: argparse.ArgumentParser) -> None:
 
 
 def _size(text: str) -> int:
-    from harness.spec.checks import parse_size
+    from harness.core.spec_checks import parse_size
 
     try:
         return parse_size(text)
@@ -182,8 +182,8 @@ def _date(text: str):
 
 
 def load(args):
-    from harness.catalog import load as load_catalog
-    from harness.spec.checks import DEFAULT_MAX_CASE_BYTES
+    from harness.run.catalog import load as load_catalog
+    from harness.core.spec_checks import DEFAULT_MAX_CASE_BYTES
 
     return load_catalog(args.specs, max_case_bytes=getattr(args, "max_case_memory", None) or DEFAULT_MAX_CASE_BYTES)
 
@@ -205,7 +205,7 @@ def cmd_validate(args) -> int:
 def _warn_waiver_reviews(catalog) -> int:
     """Waivers past review_by: the gate warns during the grace period, then fails, and so does
     `validate` (it returns how many are expired)."""
-    from harness import waivers
+    from harness.run import waivers
 
     today, expired = waivers.today(), 0
     for w in catalog.waivers:
@@ -221,7 +221,7 @@ def _warn_waiver_reviews(catalog) -> int:
 
 
 def cmd_run(args) -> int:
-    from harness.runner import RunOptions, print_summary, run
+    from harness.run.runner import RunOptions, print_summary, run
 
     for name in args.backends or []:
         if name not in registry.FACTORIES:
@@ -295,7 +295,9 @@ def cmd_bench(args) -> int:
 def cmd_probe(args) -> int:
     import json
 
-    from harness import dtypes, probe
+    from harness.core import dtypes
+
+    from harness.run import probe
 
     names = args.backends or list(registry.FACTORIES)
     for name in names:
@@ -319,7 +321,7 @@ def cmd_probe(args) -> int:
 
 
 def cmd_run_onnx(args) -> int:
-    from harness.onnx_data import run_dirs
+    from harness.run.onnx_data import run_dirs
 
     if args.backend not in registry.FACTORIES:
         raise UsageError(f"unknown backend '{args.backend}'; known: {', '.join(registry.FACTORIES)}")
@@ -329,8 +331,8 @@ def cmd_run_onnx(args) -> int:
 
 
 def cmd_export_onnx(args) -> int:
-    from harness.onnx_data import export_cases
-    from harness.runner import RunOptions, select_cases
+    from harness.run.onnx_data import export_cases
+    from harness.run.runner import RunOptions, select_cases
 
     catalog = load(args)
     cases = select_cases(catalog, RunOptions(ops=args.ops, tier=args.tier, cases=args.cases))
@@ -340,13 +342,13 @@ def cmd_export_onnx(args) -> int:
 
 
 def cmd_gen_tests(args) -> int:
-    from harness import codegen
+    from harness.codegen import gen_tests
 
     catalog = load(args)
-    out = args.out or codegen.default_out(catalog)
+    out = args.out or gen_tests.default_out(catalog)
     try:
         if args.check:
-            stale = codegen.stale(catalog, out)
+            stale = gen_tests.stale(catalog, out)
             for line in stale:
                 print(line, file=sys.stderr)
             if stale:
@@ -354,7 +356,7 @@ def cmd_gen_tests(args) -> int:
                 return EXIT_FAILED
             print(f"generated tests in {out} are up to date ({len(catalog.specs)} specs)")
             return EXIT_OK
-        changes = codegen.write(catalog, out)
+        changes = gen_tests.write(catalog, out)
     except codegen.CodegenError as e:
         raise UsageError(str(e)) from None
     for name in changes.written:
@@ -366,7 +368,7 @@ def cmd_gen_tests(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    from harness import gate, rundir
+    from harness.run import gate, rundir
 
     catalog = load(args)
     try:
@@ -382,8 +384,8 @@ def cmd_merge(args) -> int:
 def cmd_mutate(args) -> int:
     import datetime
 
-    from harness import mutate
-    from harness.rundir import write_json
+    from harness.run import mutate
+    from harness.run.rundir import write_json
 
     catalog = load(args)
     figures = mutate.mutate(catalog, args.ops, args.tier, args.seed,
@@ -401,8 +403,8 @@ def cmd_mutate(args) -> int:
 
 
 def cmd_waivers(args) -> int:
-    from harness import waivers
-    from harness.rundir import read_results
+    from harness.run import waivers
+    from harness.run.rundir import read_results
 
     catalog = load(args)
     run_dir = args.run_dir or _newest_run(Path("reports"))
@@ -421,8 +423,8 @@ def _newest_run(reports: Path) -> Path:
 
 
 def cmd_new_op(args) -> int:
-    from harness import scaffold
-    from harness.spec.loader import default_root, shown
+    from harness.codegen import scaffold
+    from harness.core.spec_loader import default_root, shown
 
     root = Path(args.specs or default_root())
     try:
@@ -439,9 +441,9 @@ def cmd_new_op(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from harness.backends import UnknownBackend
-    from harness.runner import RunError
+    from harness.run.runner import RunError
     from harness.spec.errors import SpecError
-    from harness.spec.loader import UnknownOp
+    from harness.core.spec_loader import UnknownOp
 
     args = build_parser().parse_args(argv)
     try:
@@ -454,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"opconform: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as e:
-        from harness.runner import Terminated
+        from harness.run.runner import Terminated
 
         print(f"opconform: {'terminated (SIGTERM)' if isinstance(e, Terminated) else 'interrupted'}; results written "
               "so far are kept", file=sys.stderr)

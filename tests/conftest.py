@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec.loader import load_catalog
+from harness.core.spec_loader import load_catalog
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs"

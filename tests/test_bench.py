@@ -15,7 +15,7 @@ from harness.report import bench as report_bench
 def test_every_workload_has_a_spec_and_valid_inputs(catalog):
     import numpy as np
 
-    from harness.contract import input_problems
+    from harness.core.contract import input_problems
 
     ops = {s.op for s in catalog.specs}
     for w in (w for w in WORKLOADS if w.size == "small"):

@@ -2,10 +2,10 @@
 import numpy as np
 
 from conftest import edit
-from harness.cases import case_id, expand, group_params
-from harness.engine import prepare
-from harness.spec.loader import load_catalog
-from harness.tensors import make_inputs
+from harness.core.cases import case_id, expand, group_params
+from harness.run.engine import prepare
+from harness.core.spec_loader import load_catalog
+from harness.core.tensors import make_inputs
 from reference.forward.activations import sigmoid
 
 
@@ -57,7 +57,7 @@ def test_forward_outputs_are_the_forward_reference_rounded_once(catalog):
     case = next(c for c in expand(catalog.by_op("SigmoidGrad"), "ci") if c.id == "saturated/shape=8x16"
                 and c.dtype == "float32")
     prepared = prepare(case)
-    from harness.tensors import make_tensors
+    from harness.core.tensors import make_tensors
     inputs, forward_inputs = make_tensors(case)
     np.testing.assert_array_equal(inputs["Y"], sigmoid(forward_inputs["X"]).astype(np.float32))
     assert (inputs["Y"] == 1.0).any() and (inputs["Y"] == 0.0).any()  # the group's point: saturation

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from conftest import REPO, SPECS, edit
 from harness import backends as registry
-from harness.cases import expand
-from harness.gradcheck import applies as gradient_applies
+from harness.core.cases import expand
+from harness.core.gradcheck import applies as gradient_applies
 from harness.cli import main
-from harness.spec.loader import load_catalog
+from harness.core.spec_loader import load_catalog
 
 OPS = ("ReluGrad", "GeluGrad", "SoftmaxGrad_13", "LogSoftmaxGrad_13")
 LINE = re.compile(r'^    case\("(smoke|ci|nightly)", "(\w+)", "(.+)"\),$')

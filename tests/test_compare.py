@@ -3,8 +3,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from harness.compare import Tolerance, compare
-from harness.dtypes import ulp_distance
+from harness.core.compare import Tolerance, compare
+from harness.core.dtypes import ulp_distance
 
 TOL = Tolerance(atol=1e-5, rtol=1e-4, source="test")
 

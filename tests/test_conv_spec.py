@@ -8,10 +8,10 @@ import pytest
 from harness.backends.base import Backend, Outputs, TimedOut
 from harness.backends.ort import OrtBackend
 from harness.backends.reference import ReferenceBackend
-from harness.cases import expand
-from harness.engine import judge, prepare, request_for
-from harness.self_consistency import OUTPUT_SUBSET, follow_ups
-from harness.spec.loader import load_catalog
+from harness.core.cases import expand
+from harness.run.engine import judge, prepare, request_for
+from harness.run.self_consistency import OUTPUT_SUBSET, follow_ups
+from harness.core.spec_loader import load_catalog
 from reference.ops.conv_grad import conv_grad
 from reference.shapes import conv_resolved_pads
 
@@ -52,7 +52,7 @@ def test_every_valid_case_passes_the_contract_and_the_reference(catalog, case):
 
 
 # What the reference's rejection must name for each invalid group: the one definition of validity
-# (harness.contract, reference.shapes:conv_check) decides, and says why.
+# (harness.core.contract, reference.shapes:conv_check) decides, and says why.
 REJECTION_NAMES = {
     "dy_shape_mismatch": "dY shape", "dy_too_small": "dY shape", "bad_strides": "strides", "pads_too_short": "pads",
     "dilations_too_short": "dilations", "pads_too_long": "pads", "dilations_zero": "dilations",

@@ -7,7 +7,7 @@ import pytest
 
 from harness.backends.base import Crashed, TimedOut
 from harness.backends.worker import HandlerError, IsolatedWorker
-from harness.runner import RunOptions, run
+from harness.run.runner import RunOptions, run
 
 
 @pytest.fixture

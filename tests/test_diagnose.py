@@ -7,12 +7,12 @@ import pytest
 
 from harness import backends as registry
 from harness.backends.base import Backend, Outputs
-from harness.cases import expand
+from harness.core.cases import expand
 from harness.cli import main
-from harness.dotted import resolve
-from harness.dtypes import NUMPY
-from harness.engine import judge, prepare
-from harness.tensors import resolve_attributes
+from harness.spec.dotted import resolve
+from harness.core.dtypes import NUMPY
+from harness.run.engine import judge, prepare
+from harness.core.tensors import resolve_attributes
 
 LEGACY = "legacy SoftmaxGrad axis semantics (coerced to 2-D at axis)"
 

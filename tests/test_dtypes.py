@@ -7,9 +7,9 @@ import pytest
 from harness.backends.base import Request
 from harness.backends.ort import OrtBackend
 from harness.backends.reference import ReferenceBackend
-from harness.cases import expand
-from harness.compare import Tolerance, compare
-from harness.engine import judge, prepare, request_for
+from harness.core.cases import expand
+from harness.core.compare import Tolerance, compare
+from harness.run.engine import judge, prepare, request_for
 
 TOL = Tolerance(1e-5, 1e-4, "test")
 

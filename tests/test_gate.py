@@ -7,10 +7,10 @@ import yaml
 
 from conftest import edit
 from harness import backends as registry
-from harness.cases import expand
+from harness.core.cases import expand
 from harness.cli import main
-from harness.plugin import marker
-from harness.spec.loader import load_catalog
+from harness.pytest_plugin.plugin import marker
+from harness.core.spec_loader import load_catalog
 from test_codegen import make_project, run_pytest
 
 # Only ort's waivers are under test: openmp, which also fails against the edited reference, stays out.

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.case_checks import gradient_case
-from harness.cases import expand
-from harness.engine import prepare
-from harness.gradcheck import gradient_check
-from harness.runner import RunOptions, run
+from harness.run.case_checks import gradient_case
+from harness.core.cases import expand
+from harness.run.engine import prepare
+from harness.core.gradcheck import gradient_check
+from harness.run.runner import RunOptions, run
 
 REPO = Path(__file__).resolve().parent.parent
 

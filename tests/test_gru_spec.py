@@ -9,10 +9,10 @@ import pytest
 from harness.backends.base import Backend, Outputs
 from harness.backends.ort import OrtBackend
 from harness.backends.reference import ReferenceBackend
-from harness.cases import expand
-from harness.engine import judge, prepare
-from harness.self_consistency import OUTPUT_SUBSET, OWN_SAVED_STATE, follow_ups
-from harness.tensors import make_tensors
+from harness.core.cases import expand
+from harness.run.engine import judge, prepare
+from harness.run.self_consistency import OUTPUT_SUBSET, OWN_SAVED_STATE, follow_ups
+from harness.core.tensors import make_tensors
 from reference.forward.gru import gru_training
 
 
@@ -164,7 +164,7 @@ def test_ort_gru_pair_agrees_on_its_saved_state(ort, catalog):
 ])
 def test_own_saved_state_mistakes_are_spec_errors(spec_copy, old, new, message):
     from harness.spec.errors import SpecError
-    from harness.spec.loader import load_catalog
+    from harness.core.spec_loader import load_catalog
 
     path = spec_copy / "com.microsoft" / "GRUGrad.yaml"
     assert old in path.read_text()

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from harness import mutate
+from harness.run import mutate
 from harness.cli import main
-from harness.compare import Tolerance
+from harness.core.compare import Tolerance
 from harness.report import write_report
 
 

@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO, SPECS
 from harness.backends import openmp_lib
 from harness.cli import main
-from harness.scaffold import is_stub, missing_items, snake
+from harness.codegen.scaffold import is_stub, missing_items, snake
 
 SQUARE = '''import numpy as np
 

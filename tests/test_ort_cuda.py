@@ -7,7 +7,7 @@ from harness import backends as registry
 from harness.backends import ort as ort_module
 from harness.backends.base import Request
 from harness.backends.ort import CUDA, OrtBackend, OrtCudaBackend, cuda_unavailable
-from harness.runner import RunError, RunOptions, open_backends
+from harness.run.runner import RunError, RunOptions, open_backends
 
 MISSING = "libcublasLt.so.11: cannot open shared object file: No such file or directory"
 

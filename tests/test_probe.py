@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from harness import backends as registry
-from harness import probe
+from harness.run import probe
 from harness.backends.base import Backend, Support
 from harness.backends.ort import OrtBackend
 from harness.backends.ort_probe import classify_error, classify_run
 from harness.backends.reference import ReferenceBackend
-from harness.cases import expand
+from harness.core.cases import expand
 from harness.cli import main
-from harness.engine import judge, prepare
+from harness.run.engine import judge, prepare
 
 
 @pytest.fixture(scope="module")

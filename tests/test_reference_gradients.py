@@ -1,13 +1,13 @@
-"""Every reference is the gradient of its forward op (the Taylor-remainder test of harness.gradcheck,
+"""Every reference is the gradient of its forward op (the Taylor-remainder test of harness.core.gradcheck,
 which `opconform run` and the generated tests also run on every case), and gives the derivative's
 true limits where a literal formula would give NaN."""
 import numpy as np
 import pytest
 
-from harness.cases import expand
-from harness.engine import prepare
-from harness.gradcheck import applies, gradient_check
-from harness.spec.loader import load_catalog
+from harness.core.cases import expand
+from harness.run.engine import prepare
+from harness.core.gradcheck import applies, gradient_check
+from harness.core.spec_loader import load_catalog
 from conftest import SPECS
 from reference.ops import activations as ops
 

@@ -2,7 +2,7 @@
 verdict counts them."""
 import xml.etree.ElementTree as ET
 
-from harness.junit import outcome, write_junit
+from harness.report.junit import outcome, write_junit
 from test_report_model import raw
 
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from harness.backends.reference import ReferenceBackend
-from harness.cases import expand
-from harness.compare import compare
-from harness.engine import judge, prepare
-from harness.tensors import input_shapes
-from harness.tolerance import allowances
+from harness.core.cases import expand
+from harness.core.compare import compare
+from harness.run.engine import judge, prepare
+from harness.core.tensors import input_shapes
+from harness.core.tolerance import allowances
 from reference.forward import softmax as fwd
 from reference.ops import softmax as ops
 

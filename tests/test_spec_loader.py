@@ -4,7 +4,7 @@ import pytest
 from conftest import edit
 from harness.cli import main
 from harness.spec.errors import SpecError
-from harness.spec.loader import UnknownOp, load_catalog
+from harness.core.spec_loader import UnknownOp, load_catalog
 
 
 def problems(root) -> list[str]:

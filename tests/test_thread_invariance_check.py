@@ -5,9 +5,9 @@ import numpy as np
 
 from harness.backends.base import Backend, Outputs
 from harness.backends.reference import ReferenceBackend
-from harness.cases import expand
-from harness.engine import judge, prepare
-from harness.self_consistency import THREAD_INVARIANCE, follow_ups
+from harness.core.cases import expand
+from harness.run.engine import judge, prepare
+from harness.run.self_consistency import THREAD_INVARIANCE, follow_ups
 
 
 class SplitDrift(Backend):

@@ -14,7 +14,7 @@ from harness.backends.base import Backend, Outputs
 from harness.backends.reference import ReferenceBackend
 from harness.cli import main
 from harness.spec.errors import SpecError
-from harness.catalog import load as load_catalog  # the specs with their waivers
+from harness.run.catalog import load as load_catalog  # the specs with their waivers
 
 
 @dataclass
@@ -250,7 +250,7 @@ def test_propose_prints_drafts_that_validation_rejects_until_filled_in(capsys, s
 
 
 def test_propose_drafts_a_skip_for_crashes():
-    from harness.waivers import propose
+    from harness.run.waivers import propose
 
     base = {"op": "ConvGrad", "backend": "ort", "dtype": "float32", "group": "bad_pads", "check": "reference",
             "outputs": {}, "detail": "worker killed by SIGSEGV"}

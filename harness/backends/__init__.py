@@ -15,7 +15,7 @@ FACTORIES = {
 # Defaults that are unavailable here (ort-cuda without a GPU) are skipped, their reason recorded.
 DEFAULT = ("reference", "openmp", "ort", "ort-cuda")
 # The backends the gate exists to check: one unavailable fails the verdict (a broken build must not
-# pass as green) unless the user leaves it out on purpose (harness.rundir.missing_expected).
+# pass as green) unless the user leaves it out on purpose (harness.run.rundir.missing_expected).
 EXPECTED = ("reference", "openmp", "ort")
 
 

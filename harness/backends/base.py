@@ -67,7 +67,7 @@ GATING_STATUSES = ("not_registered", "no_kernel", "unavailable")  # cases are re
 
 @dataclass(frozen=True)
 class Support:
-    """A backend's capability for one (op, dtype): see harness.probe."""
+    """A backend's capability for one (op, dtype): see harness.run.probe."""
     status: str  # one of SUPPORT_STATUSES
     how: str = ""  # when supported: kernel, function_body, cast+kernel, cast+function_body, reference, assumed
     reason: str = ""  # the evidence, or why not
@@ -94,16 +94,16 @@ class Backend:
         raise NotImplementedError
 
     def probe(self, request: Request) -> Support:
-        """Whether this backend really runs request.spec in request.dtype, and how (harness.probe calls
+        """Whether this backend really runs request.spec in request.dtype, and how (harness.run.probe calls
         it with one representative valid case). Backends that cannot tell are assumed to; a case they
         cannot run still shows as unsupported when run() returns Unsupported."""
         return Support("supported", "assumed", f"{self.name} has no capability probe; assumed to run what it accepts")
 
     def time(self, request: Request, budget: dict) -> list[float] | Outcome:
-        """Seconds per call of the request, repeated as harness.bench.timing.Budget(**budget) says
+        """Seconds per call of the request, repeated as harness.core.timing.Budget(**budget) says
         (`opconform bench`), or the outcome that kept it from running. This default times run() in
         this process; worker-based backends time inside their worker, without the round trip."""
-        from harness.bench.timing import Budget, repeat
+        from harness.core.timing import Budget, repeat
 
         outcome = self.run(request)
         if not isinstance(outcome, Outputs):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import TensorProto, helper
 
-from harness import dtypes
+from harness.core import dtypes
 from harness.backends.base import Request
 
 IR_VERSION = 10

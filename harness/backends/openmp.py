@@ -21,7 +21,7 @@ UNSUPPORTED_STATUSES = ("OPC_ERR_UNKNOWN_OP", "OPC_ERR_UNSUPPORTED_DTYPE", "OPC_
 class OpenmpBackend(WorkerBackend):
     HANDLER = "harness.backends.openmp:handle"
     # Promises bitwise identical outputs for any thread count (at one ISA level and BLAS core type);
-    # the thread_invariance check (harness/self_consistency.py) holds it to that on every case.
+    # the thread_invariance check (harness/run/self_consistency.py) holds it to that on every case.
     THREAD_INVARIANT = True
     LOADING = "loading the C kernel library"  # info(): build_info() plus every op's descriptor
 
@@ -112,7 +112,7 @@ def handle(request: dict):
         with openmp_lib.force_split(request.get("force_split", False)):
             call()
         if request["call"] == "bench":  # the C call alone, into the same outputs: no marshalling, no page faults
-            from harness.bench.timing import Budget, repeat
+            from harness.core.timing import Budget, repeat
 
             return repeat(call, Budget(**request["budget"]))
         return outputs

@@ -5,7 +5,7 @@ import glob
 import importlib.metadata
 from dataclasses import dataclass
 
-from harness import dtypes
+from harness.core import dtypes
 from harness.backends import onnx_model, ort_probe
 from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
 from harness.backends.worker import HandlerError, WorkerBackend

@@ -69,7 +69,7 @@ def run(request: dict) -> list:
 
 def bench(request: dict) -> list[float]:
     """Seconds per session.run of the request (opconform bench), after one checked run."""
-    from harness.bench.timing import Budget, repeat
+    from harness.core.timing import Budget, repeat
 
     run(request)
     session = _cached_session(request)

@@ -1,6 +1,6 @@
 """The `reference` backend: the NumPy references in float64, rounded once to the case dtype.
 
-It rejects exactly what the spec calls invalid (harness.contract), so a spec's invalid-input cases
+It rejects exactly what the spec calls invalid (harness.core.contract), so a spec's invalid-input cases
 are checked against the spec itself as well as against real backends.
 """
 from __future__ import annotations
@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness import contract, dtypes
+from harness.core import contract, dtypes
 from harness.backends.base import Backend, Outputs, Rejected, Request, Support
-from harness.dotted import resolve
+from harness.spec.dotted import resolve
 from harness.spec.model import Spec
-from harness.tensors import resolve_attributes
+from harness.core.tensors import resolve_attributes
 
 
 def evaluate(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[np.ndarray]:

@@ -128,7 +128,7 @@ class IsolatedWorker:
 
 
 def serve(handler_path: str, fd: int) -> None:
-    from harness.dotted import resolve
+    from harness.spec.dotted import resolve
 
     worker_template.die_with_parent()
     handler = resolve(handler_path)
@@ -147,7 +147,7 @@ def serve(handler_path: str, fd: int) -> None:
 
 
 def prestart(backend_classes) -> None:
-    """Start the worker templates of these backend classes now, in the background (harness.runner's
+    """Start the worker templates of these backend classes now, in the background (harness.run.runner's
     caller does this before loading the specs, so that importing onnxruntime overlaps it)."""
     for cls in backend_classes:
         if isinstance(cls, type) and issubclass(cls, WorkerBackend) and cls.HANDLER:

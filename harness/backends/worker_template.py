@@ -80,7 +80,7 @@ def serve_template(handler: str, preload: str, fd: int) -> None:
     die_with_parent(watchdog=False)  # no thread may exist when it forks
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the harness's to handle
     control = socket.socket(fileno=fd)
-    from harness.dotted import resolve
+    from harness.spec.dotted import resolve
 
     resolve(handler)  # imports the handler's module
     for name in filter(None, preload.split(",")):

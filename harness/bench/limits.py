@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from harness.bench.timing import Budget, median_and_spread, repeat
+from harness.core.timing import Budget, median_and_spread, repeat
 
 TRIAD_ELEMENTS = 32 * 1024 * 1024  # 3 x 128 MB: far beyond any last-level cache
 SGEMM_N = 2048

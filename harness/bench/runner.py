@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import environment
+from harness.run import environment
 from harness.backends import create
 from harness.backends.base import Request
 from harness.bench.limits import sgemm_gflops, triad_call, triad_gbs
-from harness.bench.timing import QUICK, Budget, median_and_spread, repeat
+from harness.core.timing import QUICK, Budget, median_and_spread, repeat
 from harness.bench.workloads import ELEMENTWISE_SIZES, WORKLOADS, Workload
 
 SCHEMA = "opconform-bench/1"

@@ -21,7 +21,7 @@ __all__ = ["ReportError", "build_report", "publish", "write_report"]
 def _specs(run: RunData, specs_root: Path | None, catalog=None) -> tuple[dict, dict, str, Path | None]:
     """(spec id -> Spec, spec id -> file shown, note, default spec root) for the op documentation."""
     from harness.spec.errors import SpecError
-    from harness.spec.loader import default_root, load_catalog, shown
+    from harness.core.spec_loader import default_root, load_catalog, shown
 
     default = default_root()
     if catalog is not None and not run.summary.get("specs"):
@@ -82,7 +82,7 @@ def write_report(run_dir: Path | RunData, out: Path | None = None, baseline: Pat
 
 def publish(run_dir: Path, catalog=None) -> tuple[Path, Path]:
     """junit.xml and index.html for a finished (or interrupted) run; returns both paths."""
-    from harness.junit import write_junit
+    from harness.report.junit import write_junit
 
     with paused_gc():
         run = read_run(Path(run_dir))

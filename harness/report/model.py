@@ -188,7 +188,7 @@ def read_capabilities(data: Any, backends: set[str]) -> dict[tuple[str, str, str
 
 
 def verdict(summary: dict, totals: Cell) -> tuple[bool | None, list[str]]:
-    """The verdict summary.json records (harness.gate decided it); the report never judges again."""
+    """The verdict summary.json records (harness.run.gate decided it); the report never judges again."""
     v = summary.get("verdict")
     if isinstance(v, dict) and isinstance(v.get("passed"), bool):
         return v["passed"], [str(r) for r in v.get("reasons") or []]

@@ -158,7 +158,7 @@ class Divergence(Section):
         return self.result if isinstance(self.result, list) else [self.result]
 
 
-# Tried for every op when a diagnosis runs (harness.diagnose), besides the spec's own alternatives.
+# Tried for every op when a diagnosis runs (harness.run.diagnose), besides the spec's own alternatives.
 BUILTIN_TRANSFORMS = ("output transposed", "output negated", "first two inputs swapped")
 
 

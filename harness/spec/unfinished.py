@@ -1,6 +1,6 @@
 """What validation reports while a spec from `opconform new-op` is being filled in: each value still
 marked TODO and each reference that only raises NotImplementedError, as "still missing", one item a
-line. The spec loader calls these; harness.scaffold writes what they look for.
+line. The spec loader calls these; harness.codegen.scaffold writes what they look for.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def is_stub(fn) -> bool:
 
 def stub_problems(spec) -> list[tuple[str, str]]:
     """References that are still the scaffold's stub."""
-    from harness.dotted import DottedError, resolve
+    from harness.spec.dotted import DottedError, resolve
 
     out = []
     hooks = {"reference": spec.reference, "forward.reference": spec.forward.reference if spec.forward else None}

@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 from harness.cli import main
 from harness.report import build_report, write_report
 from harness.report.repro import command, run_flags
-from harness.spec.loader import default_root
+from harness.core.spec_loader import default_root
 
 
 @pytest.fixture(scope="module")

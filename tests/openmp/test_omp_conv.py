@@ -142,8 +142,8 @@ def test_values_and_adjoint(lib, rng, name, dtype):
 def test_float16_within_spec_tolerance(lib, rng, catalog, name):
     """float16 is computed in float32 and rounded once: within the spec's float16 tolerance (its
     default plus the float32-accumulation reduction term) of the float64 reference."""
-    from harness.compare import compare
-    from harness.tolerance import allowances
+    from harness.core.compare import compare
+    from harness.core.tolerance import allowances
     from reference.ops.conv_grad import conv_grad
 
     xs, ws, attrs = CASES[name]

@@ -1,0 +1,94 @@
+"""What a spec says about valid inputs, checked on concrete tensors and attributes.
+
+The engine checks every valid case here before any backend sees it, and the reference backend uses
+the same checks to reject invalid inputs, so one function defines validity for the whole harness.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from harness.core import dtypes
+from harness.spec.dotted import resolve
+from harness.spec.model import Attribute, Spec
+from harness.core.tensors import resolve_attributes
+
+
+def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[str]:
+    """Every way these inputs and written attributes break the spec's contract (empty when valid)."""
+    problems = attribute_problems(spec, inputs, written)
+    shapes = {name: (None if v is None else tuple(v.shape)) for name, v in inputs.items()}
+    bound: dict[str, str] = {}
+    for inp in spec.inputs:
+        value = inputs.get(inp.name)
+        if value is None:
+            if not inp.optional:
+                problems.append(f"input {inp.name} is required")
+            continue
+        dtype = dtypes.name_of(value.dtype)
+        allowed = spec.type_constraints[inp.type].types
+        if dtype not in allowed:
+            problems.append(f"input {inp.name} has dtype {dtype}; {inp.type} allows {', '.join(allowed)}")
+        elif bound.setdefault(inp.type, dtype) != dtype:
+            problems.append(f"input {inp.name} has dtype {dtype} but {inp.type} is already {bound[inp.type]}")
+        if inp.rank and not inp.rank.min <= value.ndim <= inp.rank.max:
+            problems.append(f"input {inp.name} has rank {value.ndim}; allowed {inp.rank.min}..{inp.rank.max}")
+        if inp.shape_from and shapes.get(inp.shape_from) is not None and shapes[inp.shape_from] != value.shape:
+            problems.append(f"input {inp.name} has shape {list(value.shape)} but must equal "
+                            f"{inp.shape_from}'s shape {list(shapes[inp.shape_from])}")
+        if inp.shape_fn:
+            earlier = {i.name: shapes.get(i.name) for i in spec.inputs[: spec.inputs.index(inp)]}
+            try:
+                want = tuple(resolve(inp.shape_fn)(earlier, resolve_attributes(spec, written)))
+            except Exception as e:  # the inputs it depends on are themselves malformed
+                problems.append(f"input {inp.name}: shape rule {inp.shape_fn} does not apply ({e})")
+            else:
+                if want != value.shape:
+                    problems.append(f"input {inp.name} has shape {list(value.shape)}; expected {list(want)}")
+    if not problems and spec.valid_if:
+        problem = resolve(spec.valid_if)(shapes, resolve_attributes(spec, written))
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def attribute_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[str]:
+    problems = [f"unknown attribute {name}" for name in written if name not in spec.attributes]
+    for name, attr in spec.attributes.items():
+        if name not in written:
+            if attr.required:
+                problems.append(f"attribute {name} is required")
+            continue
+        problem = value_problem(attr, written[name])
+        if problem is None and attr.axis_of and inputs.get(attr.axis_of) is not None:
+            rank = inputs[attr.axis_of].ndim
+            if not -rank <= written[name] < rank:
+                problem = f"is {written[name]}, outside [{-rank}, {rank - 1}] for {attr.axis_of} of rank {rank}"
+        if problem:
+            problems.append(f"attribute {name} {problem}")
+    return problems
+
+
+def value_problem(attr: Attribute, value) -> str | None:
+    """Why `value` is not a valid value of `attr` (type, range, allowed set), or None."""
+    scalar = {"int": numbers.Integral, "float": numbers.Real, "string": str}
+    if attr.type in scalar:
+        items = [value]
+        if not isinstance(value, scalar[attr.type]) or isinstance(value, bool):
+            return f"must be a {attr.type}, got {value!r}"
+    else:
+        kind = {"ints": numbers.Integral, "floats": numbers.Real, "strings": str}[attr.type]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, kind) for v in value):
+            return f"must be a list of {attr.type[:-1]}s, got {value!r}"
+        items = list(value)
+    if attr.type in ("float", "floats") and any(not math.isfinite(v) for v in items):
+        return f"must be finite, got {value!r}"
+    if attr.min is not None and any(v < attr.min for v in items):
+        return f"is {value!r}, below the minimum {attr.min:g}"
+    if attr.max is not None and any(v > attr.max for v in items):
+        return f"is {value!r}, above the maximum {attr.max:g}"
+    if attr.allowed is not None and value not in attr.allowed:
+        return f"is {value!r}; allowed: {', '.join(map(repr, attr.allowed))}"
+    return None

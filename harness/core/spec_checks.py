@@ -1,0 +1,386 @@
+"""Rules across fields that the schema cannot express: names that must exist, defaults in range,
+hooks inside the allowed packages whose signatures take what the harness passes, case globs that
+match cases; then every case built as far as its shapes (shape hooks, valid_if, ranks, the memory
+budget per case), so that a spec validate accepts is one run can run."""
+from __future__ import annotations
+
+import contextlib
+import difflib
+import fnmatch
+import inspect
+import math
+import signal
+import threading
+
+from harness.core.cases import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, expand, group_params
+from harness.core.contract import value_problem
+from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve_hook
+from harness.spec.model import BUILTIN_TRANSFORMS, InvalidGroup, Spec
+
+BACKEND_NAMES = ("reference", "openmp", "ort", "ort-cuda")
+MAX_CASES = 100_000  # per spec: a params product beyond this is a typo, and expanding it would hang
+DEFAULT_MAX_CASE_BYTES = 1 << 30  # a case's tensors (inputs and outputs) in its dtypes; --max-case-memory
+
+
+def unknown_name(kind: str, name: str, known) -> str:
+    known = [str(k) for k in known]
+    by_lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=1)
+    return (f"unknown {kind} '{name}'" + (f"; did you mean '{by_lower[close[0]]}'?" if close else "")
+            + f" (known: {', '.join(known) or 'none'})")
+
+
+def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT_MAX_CASE_BYTES
+          ) -> list[tuple[str, str]]:
+    """(field, message) for every cross-field problem; when there is none, every case is built as far
+    as its shapes (hooks, valid_if, memory budget), so that what validates also runs."""
+    if too_many := _case_count_problems(spec):
+        return too_many
+    out: list[tuple[str, str]] = []
+    in_names = [i.name for i in spec.inputs]
+    out_names = [o.name for o in spec.outputs]
+    fwd_in = spec.forward.inputs if spec.forward else []
+    fwd_out = spec.forward.outputs if spec.forward else []
+
+    for kind, names in (("input", in_names), ("output", out_names)):
+        for name in {n for n in names if names.count(n) > 1}:
+            out.append((f"{kind}s", f"the name '{name}' is used twice; give each {kind} its own name"))
+
+    for i, inp in enumerate(spec.inputs):
+        where = f"inputs[{i}]"
+        if inp.type not in spec.type_constraints:
+            out.append((f"{where}.type", unknown_name("type variable", inp.type, spec.type_constraints)))
+        if inp.shape_from and inp.shape_from not in in_names:
+            out.append((f"{where}.shape_from", unknown_name("input", inp.shape_from, in_names)))
+        if inp.shape_from and inp.shape_fn:
+            out.append((where, "give shape_from or shape_fn, not both"))
+        if inp.role == "grad_output":
+            if not spec.forward:
+                out.append((where, "a grad_output needs a `forward:` section naming the forward op"))
+            elif inp.grad_of not in fwd_out:
+                out.append((f"{where}.grad_of", f"write the forward output this is the gradient of: one of {', '.join(fwd_out)}"))
+        elif inp.grad_of:
+            out.append((f"{where}.grad_of", "only a grad_output input has grad_of"))
+        if inp.role in ("forward_input", "forward_output", "saved_activation") and spec.forward:
+            pool = fwd_in if inp.role == "forward_input" else fwd_out
+            name = inp.forward_name or inp.name
+            if name not in pool:
+                out.append((f"{where}.forward_name", f"{inp.role} '{name}' is not among forward.{'inputs' if inp.role == 'forward_input' else 'outputs'} "
+                            f"({', '.join(pool)}); set forward_name to one of them"))
+        elif inp.role in ("forward_output", "saved_activation"):
+            out.append((where, f"a {inp.role} is made by the forward op: add a `forward:` section"))
+
+    for i, o in enumerate(spec.outputs):
+        where = f"outputs[{i}]"
+        if o.type not in spec.type_constraints:
+            out.append((f"{where}.type", unknown_name("type variable", o.type, spec.type_constraints)))
+        if o.shape_from and o.shape_from not in in_names:
+            out.append((f"{where}.shape_from", unknown_name("input", o.shape_from, in_names)))
+        if o.grad_of and o.grad_of not in fwd_in:
+            out.append((f"{where}.grad_of", f"write the forward input this is the gradient of: one of {', '.join(fwd_in) or '(no forward section)'}"))
+
+    for name, attr in spec.attributes.items():
+        where = f"attributes.{name}"
+        if attr.required and attr.default is not None:
+            out.append((where, "a required attribute has no default; drop `default` or `required`"))
+        if attr.default is not None and (problem := value_problem(attr, attr.default)):
+            out.append((f"{where}.default", f"the default {problem}"))
+        if attr.axis_of and attr.axis_of not in in_names:
+            out.append((f"{where}.axis_of", unknown_name("input", attr.axis_of, in_names)))
+    if spec.forward:
+        for name in spec.forward.attributes:
+            if name not in spec.attributes:
+                out.append(("forward.attributes", unknown_name("attribute", name, spec.attributes)))
+    if spec.own_saved_state:
+        for name in spec.own_saved_state.outputs:
+            if name not in in_names:
+                out.append(("own_saved_state.outputs", unknown_name("input", name, in_names)))
+            elif spec.input(name).role not in ("saved_activation", "forward_output"):
+                out.append(("own_saved_state.outputs", f"input {name} is a {spec.input(name).role}; only saved_activation "
+                                                       "or forward_output inputs come from the forward op"))
+
+    out += _check_hooks(spec, packages)
+    out += _check_cases(spec, in_names, out_names, fwd_in)
+    out = list(dict.fromkeys(out))  # one mistake in a group is one line, not one per parameter combination
+    if not out:
+        out += _walk_cases(spec, max_case_bytes)
+    return out
+
+
+def _case_count_problems(spec: Spec) -> list[tuple[str, str]]:
+    total = 0
+    for kind, groups in (("groups", spec.cases.groups), ("invalid", spec.cases.invalid)):
+        for index, group in enumerate(groups):
+            per_dtype = math.prod(len(v) for v in group.params.values())
+            total += per_dtype * len(group.dtypes or spec.cases.dtypes)
+            if total > MAX_CASES:
+                return [(f"cases.{kind}[{index}].params", f"the cases multiply past {MAX_CASES:,} (this group alone: "
+                         f"{per_dtype:,} per dtype); split the group or drop values")]
+    return []
+
+
+# How the harness calls each hook a spec names: field -> (path, positional arguments, keyword names).
+def _hook_calls(spec: Spec) -> dict[str, tuple[str, int, tuple]]:
+    inputs_and_attributes = (*[i.name for i in spec.inputs], *spec.attributes)
+    calls = {"reference": (spec.reference, 0, inputs_and_attributes),
+             "valid_if": (spec.valid_if, 2, ()),  # (shapes, attributes)
+             "cases.shapes": (spec.cases.shapes, 1, ())}  # (params)
+    if spec.accuracy:
+        calls["accuracy.reduction_length"] = (spec.accuracy.reduction_length, 0, inputs_and_attributes)
+        calls["accuracy.magnitude"] = (spec.accuracy.magnitude, 0, inputs_and_attributes)
+    if spec.forward:
+        calls["forward.reference"] = (spec.forward.reference, 0, (*spec.forward.inputs, *spec.forward.attributes))
+    for i, inp in enumerate(spec.inputs):
+        calls[f"inputs[{i}].shape_fn"] = (inp.shape_fn, 2, ())  # (shapes of earlier inputs, attributes)
+    for i, alt in enumerate(spec.alternative_semantics):
+        calls[f"alternative_semantics[{i}].reference"] = (alt.reference, 0, inputs_and_attributes)
+    return calls
+
+
+def _check_hooks(spec: Spec, packages) -> list[tuple[str, str]]:
+    out = []
+    for where, (path, positional, keywords) in _hook_calls(spec).items():
+        if path is None:
+            continue
+        try:
+            fn = resolve_hook(path, packages)
+        except DottedError as e:
+            out.append((where, f"{e}; write module.path:function of an existing function"))
+            continue
+        except Exception as e:  # importing the module itself failed: its own bug, one line
+            out.append((where, f"importing {path.partition(':')[0]} raised {type(e).__name__}: {e}"))
+            continue
+        if keywords:
+            params = _parameters(fn)
+            takes_any = params is None or any(p.kind == p.VAR_KEYWORD for p in params.values())
+            missing = [n for n in keywords if not takes_any and n not in params]
+            if missing:
+                like = "forward inputs and attributes" if where == "forward.reference" else "inputs and attributes"
+                out.append((where, f"{path} does not take {', '.join(missing)}; its parameters must be named like the {like}"))
+                continue
+        if problem := call_problem(fn, path, positional, keywords):
+            out.append((where, problem))
+    names = [a.name for a in spec.alternative_semantics]
+    for name in sorted({n for n in names if names.count(n) > 1 or n in BUILTIN_TRANSFORMS}):
+        out.append(("alternative_semantics", f"the name '{name}' is used twice (built-ins: {', '.join(BUILTIN_TRANSFORMS)}); "
+                                             "a diagnosis must say which one matched"))
+    return out
+
+
+def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str]]:
+    out = []
+    allowed_types = set(spec.type_constraints[spec.inputs[0].type].types) if spec.inputs[0].type in spec.type_constraints else set()
+    known_params = [*BUILTIN_PARAMS, *spec.attributes, *spec.cases.params]
+    generator_names = set(in_names) | set(fwd_in)
+    for where, dtypes_ in [("cases.dtypes", spec.cases.dtypes)]:
+        for d in dtypes_:
+            if allowed_types and d not in allowed_types:
+                out.append((where, f"{d} is not allowed by the type constraint ({', '.join(sorted(allowed_types))})"))
+    for name in spec.cases.inputs:
+        if name not in generator_names:
+            out.append((f"cases.inputs.{name}", unknown_name("input", name, sorted(generator_names))))
+
+    groups = [("groups", g) for g in spec.cases.groups] + [("invalid", g) for g in spec.cases.invalid]
+    seen = set()
+    for index, (kind, group) in enumerate(groups):
+        where = f"cases.{kind}[{index if kind == 'groups' else index - len(spec.cases.groups)}]"
+        if group.name in seen:
+            out.append((f"{where}.name", f"group name '{group.name}' is used twice"))
+        seen.add(group.name)
+        for d in group.dtypes or []:
+            if allowed_types and d not in allowed_types:
+                out.append((f"{where}.dtypes", f"{d} is not allowed by the type constraint ({', '.join(sorted(allowed_types))})"))
+        for name in group.inputs:
+            if name not in generator_names:
+                out.append((f"{where}.inputs.{name}", unknown_name("input", name, sorted(generator_names))))
+        for params in group_params(group):
+            for key, value in params.items():
+                if key not in known_params:
+                    out.append((f"{where}.params.{key}", unknown_name("case parameter", key, known_params)
+                                + "; declare hook parameters under cases.params"))
+                elif key in spec.attributes and kind == "groups" and (problem := value_problem(spec.attributes[key], value)):
+                    out.append((f"{where}.params.{key}", f"{problem} (out-of-range values belong in cases.invalid)"))
+                elif key == OMIT and any(n not in in_names or not spec.input(n).optional for n in value):
+                    out.append((f"{where}.params.{key}", f"only optional inputs can be omitted, got {value}"))
+                elif key == OUTPUTS and any(n not in out_names for n in value):
+                    out.append((f"{where}.params.{key}", f"unknown output in {value}; outputs are {', '.join(out_names)}"))
+            if SHAPE not in params and not spec.cases.shapes and not any(i.shape_fn for i in spec.inputs):
+                out.append((f"{where}.params", "no `shape` param: add `shape: [[...], ...]` or a cases.shapes hook"))
+                break
+        if kind == "invalid":
+            for name in group.shapes:
+                if name not in in_names:
+                    out.append((f"{where}.shapes.{name}", unknown_name("input", name, in_names)))
+            for name in group.attributes:
+                if name not in spec.attributes:
+                    out.append((f"{where}.attributes.{name}", unknown_name("attribute", name, spec.attributes)))
+
+    ids = [c.id for c in expand(spec)]
+    for index, d in enumerate(spec.known_divergences):
+        where = f"known_divergences[{index}]"
+        if d.backend not in BACKEND_NAMES:
+            out.append((f"{where}.backend", unknown_name("backend", d.backend, BACKEND_NAMES)))
+        for pattern in d.cases:
+            if not any(fnmatch.fnmatchcase(i, pattern) for i in ids):
+                out.append((f"{where}.cases", f"'{pattern}' matches no case id; ids look like '{ids[0] if ids else 'group/param=value'}'"))
+        for name in d.outputs or []:
+            if name not in out_names:
+                out.append((f"{where}.outputs", unknown_name("output", name, out_names)))
+    for pattern in spec.own_saved_state.cases if spec.own_saved_state else []:
+        if not any(fnmatch.fnmatchcase(i, pattern) for i in ids):
+            out.append(("own_saved_state.cases", f"'{pattern}' matches no case id; ids look like '{ids[0] if ids else 'group/param=value'}'"))
+    return out
+
+
+def _parameters(fn):
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+
+
+# ---- every case as far as its shapes: hooks run, valid_if answers, the tensors fit the budget ----
+
+def _shape_problem(shape) -> str | None:
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+        return f"{shape!r} is not a shape: write a list of non-negative ints such as [2, 3]"
+    if any(d < 0 for d in shape):
+        return f"{list(shape)} has a negative dimension"
+    return None
+
+
+def case_bytes(spec: Spec, dtype: str, shapes: dict) -> int:
+    """The bytes of a case's tensors in their dtypes: its inputs, and the outputs that follow one."""
+    from harness.core import dtypes
+
+    def size(name: str, tensor) -> int:
+        shape = shapes.get(name)
+        return 0 if shape is None else math.prod(shape) * dtypes.NUMPY[spec.dtype_of(tensor, dtype)].itemsize
+
+    return (sum(size(i.name, i) for i in spec.inputs)
+            + sum(size(o.shape_from, o) for o in spec.outputs if o.shape_from))
+
+
+HOOK_SECONDS = 2.0  # a shape hook or valid_if answers in microseconds; one that loops must not hang validate
+
+
+class HookTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Raise HookTimeout in the hook after `seconds` (main thread only: elsewhere, no limit)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise HookTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
+    from harness.spec.dotted import resolve
+    from harness.core.tensors import input_shapes, resolve_attributes
+
+    where_of = {g.name: f"cases.groups[{i}]" for i, g in enumerate(spec.cases.groups)}
+    where_of.update({g.name: f"cases.invalid[{i}]" for i, g in enumerate(spec.cases.invalid)})
+    found: dict[str, list] = {}  # field -> [first message, how many cases]
+    valid_if_hangs = False
+    # a shape a hook computes is the hook's problem, reported once, not once per group
+    hook_field = "cases.shapes" if spec.cases.shapes else None
+    shape_field = {i.name: f"inputs[k].shape_fn".replace("k", str(k)) for k, i in enumerate(spec.inputs) if i.shape_fn}
+    if hook_field:
+        shape_field = {i.name: hook_field for i in spec.inputs}
+
+    def report(field: str, message: str) -> None:
+        found.setdefault(field, [message, 0])[1] += 1
+
+    for case in expand(spec):
+        where, label = where_of[case.group.name], f"case {case.full_id}"
+        if SHAPE in case.params and (problem := _shape_problem(case.params[SHAPE])):
+            report(f"{where}.params.shape", f"{label}: {problem}")
+            continue
+        try:
+            with _time_limit(HOOK_SECONDS):
+                shapes = input_shapes(case)
+        except HookTimeout:
+            report(hook_field or where, f"{label}: building its shapes did not finish within {HOOK_SECONDS:g} s")
+            break  # the next case would wait as long
+        except RecursionError:
+            report(hook_field or where, f"{label}: a shape rule recurses without end")
+            continue
+        except Exception as e:  # a hook's own error, or a shape rule the params do not fit
+            report(hook_field or where, f"{label}: its shapes cannot be built: {type(e).__name__}: {e}")
+            continue
+        bad = [(n, p) for n, s in shapes.items() if s is not None and (p := _shape_problem(s))]
+        if bad:
+            name, problem = bad[0]
+            report(shape_field.get(name, where) if not (isinstance(case.group, InvalidGroup) and name in case.group.shapes)
+                   else f"{where}.shapes.{name}", f"{label}: input {name}: {problem}")
+            continue
+        if not isinstance(case.group, InvalidGroup):
+            wrong_rank = [(i, len(shapes[i.name])) for i in spec.inputs if i.rank and shapes.get(i.name) is not None
+                          and not i.rank.min <= len(shapes[i.name]) <= i.rank.max]
+            if wrong_rank:
+                inp, rank = wrong_rank[0]
+                report(where, f"{label}: input {inp.name} gets rank {rank}, outside its declared {inp.rank.min}.."
+                              f"{inp.rank.max}; fix the shapes or move the case to cases.invalid")
+                continue
+        size = case_bytes(spec, case.dtype, shapes)
+        if size > max_case_bytes:
+            report(where, f"{label}: its tensors take {_bytes(size)}, over the {_bytes(max_case_bytes)} budget per case; "
+                          "use smaller shapes, or raise the budget with --max-case-memory")
+            continue
+        if spec.valid_if and not valid_if_hangs and not isinstance(case.group, InvalidGroup):
+            try:
+                with _time_limit(HOOK_SECONDS):
+                    answer = resolve(spec.valid_if)(dict(shapes), resolve_attributes(spec, case.attributes))
+            except HookTimeout:
+                report("valid_if", f"{spec.valid_if} did not return within {HOOK_SECONDS:g} s ({label})")
+                valid_if_hangs = True  # asked again, it would wait as long for every case
+                continue
+            except RecursionError:
+                report("valid_if", f"{spec.valid_if} recurses without end ({label})")
+                continue
+            except Exception as e:
+                report("valid_if", f"{spec.valid_if} raised {type(e).__name__}: {e} ({label})")
+                continue
+            if answer is not None and not isinstance(answer, str):
+                report("valid_if", f"{spec.valid_if} returned {type(answer).__name__} {answer!r:.40}; "
+                                   f"return None for valid inputs or a string saying what is wrong ({label})")
+            elif answer:
+                report(where, f"{label}: valid_if rejects it ({answer}); move such params to cases.invalid")
+    return [(field, message + (f" (and {n - 1} more case(s))" if n > 1 else "")) for field, (message, n) in found.items()]
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+    return f"{n} B"
+
+
+def parse_size(text: str) -> int:
+    """'512MiB', '4GiB', '2GB', '1000000' -> bytes (ValueError with the accepted forms)."""
+    units = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+             "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
+    text = text.strip().lower()
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz ")
+    unit = text[len(number):].strip()
+    try:
+        value = float(number)
+    except ValueError:
+        value = float("nan")
+    if unit not in units or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"'{text}' is not a size; write e.g. 512MiB, 4GiB or a number of bytes")
+    return int(value * units[unit])

@@ -1,0 +1,168 @@
+"""Input tensors of a case, made at run time from the case's seed.
+
+Drawn inputs (incoming gradients, forward inputs) come from the spec's generators in float64 and are
+rounded to the case dtype. Forward outputs and saved activations are what a real training step would
+hold: the float64 forward reference applied to the stored forward inputs, rounded once.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from harness.core import dtypes
+from harness.core.cases import SHAPE, Case, stable_seed
+from harness.spec.dotted import resolve
+from harness.spec.model import Generator, InvalidGroup, Spec
+
+DRAWN_ROLES = ("grad_output", "forward_input")
+DEFAULT_GENERATOR = Generator()
+
+
+class CaseError(ValueError):
+    """The spec cannot build this case (a spec bug, reported as an error result, never a crash)."""
+
+
+def resolve_attributes(spec: Spec, written: dict) -> dict:
+    """Every attribute the op has: the written value, else its default."""
+    return {name: written.get(name, attr.default) for name, attr in spec.attributes.items()}
+
+
+def input_shapes(case: Case) -> dict[str, tuple[int, ...] | None]:
+    spec, params = case.spec, case.params
+    context = {**resolve_attributes(spec, case.attributes), **params}
+    from_hook = resolve(spec.cases.shapes)(params) if spec.cases.shapes else {}
+    overrides = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
+    shapes: dict[str, tuple[int, ...] | None] = {}
+
+    def shape_of(name: str, seen=()) -> tuple[int, ...] | None:
+        if name in shapes:
+            return shapes[name]
+        if name in seen:
+            raise CaseError(f"input '{name}': shape rules form a cycle through {', '.join(seen)}")
+        inp = spec.input(name)
+        if name in case.omitted_inputs:
+            shape = None
+        elif name in from_hook:  # the hook may leave an optional input out (None), e.g. GRU's sequence_lens
+            if from_hook[name] is None and not inp.optional:
+                raise CaseError(f"input '{name}' is required but {spec.cases.shapes} gave it no shape")
+            shape = None if from_hook[name] is None else tuple(from_hook[name])
+        elif inp.shape_from:
+            shape = shape_of(inp.shape_from, (*seen, name))
+        elif inp.shape_fn:
+            deps = {i.name: shape_of(i.name, (*seen, name)) for i in spec.inputs[: spec.inputs.index(inp)]}
+            shape = tuple(resolve(inp.shape_fn)(deps, context))
+        elif SHAPE in params:
+            shape = tuple(params[SHAPE])
+        else:
+            raise CaseError(f"input '{name}': no shape; give the group a `shape` param or the input a shape rule")
+        shapes[name] = shape
+        return shape
+
+    for inp in spec.inputs:
+        shape_of(inp.name)
+    # An invalid case changes the named inputs only: the others keep the shapes the rules give them.
+    return {**shapes, **{name: tuple(shape) for name, shape in overrides.items()}}
+
+
+def draw(gen: Generator, shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """float64 values for one tensor; special values are planted at random positions."""
+    size = math.prod(shape)
+    if gen.values is not None:
+        literal = np.array([dtypes.special_value(v, dtype) for v in gen.values], dtype=np.float64)
+        values = np.resize(literal, size)
+    elif gen.distribution == "normal":
+        values = rng.normal(gen.mean, gen.std, size)
+    else:
+        values = rng.uniform(gen.low, gen.high, size)
+    if gen.special and size:
+        count = min(size, max(len(gen.special), round(gen.fraction * size)))
+        where = rng.choice(size, count, replace=False)
+        planted = np.array([dtypes.special_value(v, dtype) for v in gen.special], dtype=np.float64)
+        values[where] = np.resize(planted, count)
+    return values.reshape(shape)
+
+
+def _rng(case_seed: int, name: str) -> np.random.Generator:
+    # One stream per tensor name: adding an input to a spec leaves the other tensors' values alone.
+    return np.random.default_rng([case_seed, stable_seed(name)])
+
+
+def _cast(values: np.ndarray, dtype: str) -> np.ndarray:
+    target = dtypes.NUMPY[dtype]
+    if target.kind in "iu":
+        values = np.rint(values)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return values.astype(target)
+
+
+def make_inputs(case: Case, global_seed: int = 0) -> dict[str, np.ndarray | None]:
+    """The case's inputs, in the dtypes the spec binds, None for omitted optional inputs."""
+    return make_tensors(case, global_seed)[0]
+
+
+def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
+    """(op inputs, float64 forward inputs the derived inputs were computed from; {} if none)."""
+    spec = case.spec
+    seed = case.seed(global_seed)
+    shapes = input_shapes(case)
+    generators = {**spec.cases.inputs, **case.group.inputs}
+    overridden = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
+    inputs: dict[str, np.ndarray | None] = {}
+
+    def draw_input(name: str, shape, dtype: str) -> np.ndarray:
+        return _cast(draw(generators.get(name, DEFAULT_GENERATOR), shape, dtype, _rng(seed, name)), dtype)
+
+    derived, forward_args = [], {}
+    for inp in spec.inputs:
+        dtype = spec.dtype_of(inp, case.dtype)
+        if shapes[inp.name] is None:
+            inputs[inp.name] = None
+        elif inp.role in DRAWN_ROLES or inp.name in overridden or inp.name in case.group.inputs:
+            # A group may draw a forward output directly (e.g. Y outside Sigmoid's range) instead of deriving it.
+            inputs[inp.name] = draw_input(inp.name, shapes[inp.name], dtype)
+        else:
+            derived.append(inp)
+    if spec.forward is not None:
+        forward_args = forward_arguments(case, inputs, draw_input)
+    if derived:
+        forward_values = _run_forward(case, forward_args)
+        for inp in derived:
+            value = forward_values.get(inp.forward_name or inp.name) if forward_values else None
+            if value is None:  # only invalid cases get here: their shapes may not fit the forward op
+                value = draw_input(inp.name, shapes[inp.name], spec.dtype_of(inp, case.dtype))
+            inputs[inp.name] = _cast(value, spec.dtype_of(inp, case.dtype))
+    return inputs, forward_args
+
+
+def forward_arguments(case: Case, inputs, draw_input) -> dict[str, np.ndarray | None]:
+    """The forward op's inputs in float64: the op's own forward inputs, others drawn (Sigmoid's X)."""
+    spec, forward = case.spec, case.spec.forward
+    by_forward_name = {(i.forward_name or i.name): i for i in spec.inputs if i.role == "forward_input"}
+    hook_shapes = resolve(spec.cases.shapes)(case.params) if spec.cases.shapes else {}
+    args = {}
+    for name in forward.inputs:
+        if name in by_forward_name:
+            value = inputs[by_forward_name[name].name]
+            args[name] = None if value is None else value.astype(np.float64)
+        else:
+            shape = hook_shapes.get(name, case.params.get(SHAPE))
+            args[name] = None if shape is None else draw_input(name, tuple(shape), case.dtype).astype(np.float64)
+    return args
+
+
+def _run_forward(case: Case, args: dict) -> dict[str, np.ndarray] | None:
+    """Forward outputs by name; None when an invalid case's inputs do not fit the forward op."""
+    spec, forward = case.spec, case.spec.forward
+    if forward is None:
+        raise CaseError("inputs with role forward_output or saved_activation need a `forward:` section")
+    attrs = resolve_attributes(spec, case.attributes)
+    try:
+        with np.errstate(all="ignore"):
+            result = resolve(forward.reference)(**args, **{a: attrs[a] for a in forward.attributes})
+    except Exception as e:
+        if case.valid:
+            raise CaseError(f"forward reference {forward.reference} failed: {e}") from e
+        return None
+    result = result if isinstance(result, tuple) else (result,)
+    return dict(zip(forward.outputs, result))

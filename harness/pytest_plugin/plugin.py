@@ -1,0 +1,223 @@
+"""The pytest plugin of the generated suites: pytest's hooks and the `opconform` fixture only; the
+suite's state and results are harness.pytest_plugin.suite. generated_tests/conftest.py loads it (elsewhere:
+`-p harness.pytest_plugin.plugin`).
+
+- Markers: the tiers (smoke, ci, nightly; a smoke case carries all three), the dtypes, one per backend
+  (`ort-cuda` is `ort_cuda`), `gradient` and one per op, registered so that `--strict-markers` works.
+- Each backend test calls harness.run.case_checks.run_case, the entry point `opconform run` uses, and maps
+  the statuses: pass passes; fail, crashed and error fail; divergent and waived are xfail (a skip
+  waiver skips); unsupported skips; an unavailable backend skips with its reason. Each gradient test
+  runs the reference's gradient check (harness.run.case_checks.gradient_case) and fails when it fails.
+- At the end the controller builds summary.json (harness.run.rundir.build_summary: `--opconform-results
+  DIR` keeps it with results.jsonl) and applies the gate's verdict, which also fails on stale or
+  expired waivers, stale generated files and an expected backend (reference, openmp, ort) whose
+  selected tests skipped as unavailable (`--opconform-allow-missing-backends`, or a marker selection
+  that leaves the backend out, says that is intended). A failed verdict makes the session exit 1.
+- Under pytest-split (`--splits N --group K`) stale waivers and divergences are left to
+  `opconform merge`; the plugin points pytest-split at generated_tests/.test_durations unless
+  `--durations-path` is given.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.pytest_plugin.suite import DTYPES, TIERS, Suite, SpecsInvalid, marker, specs_dir_from  # noqa: F401 (marker: API)
+
+_SUITE_DIR = pytest.StashKey[Path]()
+_SPECS_DIR = pytest.StashKey[Path]()
+
+
+def use_generated_suite(config, suite_dir: Path, specs_dir: Path) -> None:
+    """Called by the generated conftest: where the suite and its specs are; registers the op markers."""
+    config.stash[_SUITE_DIR] = Path(suite_dir).resolve()
+    config.stash[_SPECS_DIR] = Path(specs_dir).resolve()
+    manifest = Path(suite_dir) / "MANIFEST.json"
+    if manifest.is_file():
+        for name in json.loads(manifest.read_text())["files"]:
+            op = name[len("test_"):-len(".py")]
+            config.addinivalue_line("markers", f"{marker(op)}: the generated tests of {op}")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("opconform", "opconform generated conformance tests")
+    group.addoption("--opconform-results", metavar="DIR", type=Path,
+                    help="write results.jsonl and summary.json (the format of `opconform run`) to DIR")
+    group.addoption("--opconform-specs", metavar="DIR", type=Path,
+                    help="spec directory (default: $OPCONFORM_SPECS, else the one the suite was generated from)")
+    group.addoption("--opconform-seed", type=int, default=0, help="global seed mixed into every case seed (default 0)")
+    group.addoption("--opconform-threads", type=int, default=1, help="threads each backend may use (default 1)")
+    group.addoption("--opconform-timeout", type=float, default=20.0,
+                    help="seconds before a backend call counts as a hang (default 20)")
+    group.addoption("--opconform-today", metavar="YYYY-MM-DD", type=datetime.date.fromisoformat,
+                    help="judge waiver review dates as of this day (default: today)")
+    group.addoption("--opconform-allow-missing-backends", action="store_true",
+                    help="an expected backend (reference, openmp, ort) that is unavailable skips its tests "
+                         "without failing the verdict")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    from harness import backends as registry
+    from harness.core.spec_checks import BACKEND_NAMES
+
+    for tier in TIERS:
+        config.addinivalue_line("markers", f"{tier}: cases of the {tier} tier (smoke within ci within nightly)")
+    for dtype in DTYPES:
+        config.addinivalue_line("markers", f"{dtype}: cases in {dtype}")
+    for name in dict.fromkeys([*registry.FACTORIES, *BACKEND_NAMES]):
+        config.addinivalue_line("markers", f"{marker(name)}: results of the {name} backend")
+    config.addinivalue_line("markers", "gradient: the reference's gradient check (carries every backend's marker)")
+    config.addinivalue_line("markers", "opconform: a generated opconform conformance test")
+    _default_durations_path(config)
+    config.pluginmanager.register(Hooks(config), "opconform-suite")
+
+
+def _default_durations_path(config) -> None:
+    """pytest-split: use generated_tests/.test_durations when the user gave no --durations-path."""
+    current = getattr(config.option, "durations_path", None)
+    if current is None or Path(current) != Path(os.getcwd()) / ".test_durations":
+        return
+    for arg in config.args:
+        path = Path(arg.split("::")[0])
+        folder = path if path.is_dir() else path.parent
+        if (folder / ".test_durations").is_file() and (folder / "MANIFEST.json").is_file():
+            config.option.durations_path = str(folder / ".test_durations")
+            return
+
+
+@pytest.fixture(scope="session")
+def opconform(request):
+    return request.config.pluginmanager.get_plugin("opconform-suite")
+
+
+class Hooks:
+    """The session's hooks around one harness.pytest_plugin.suite.Suite; the generated tests call check and gradient."""
+
+    def __init__(self, config):
+        self.config = config
+        workerinput = getattr(config, "workerinput", {})
+        self.controller = not hasattr(config, "workerinput")
+        options = {"seed": config.getoption("opconform_seed"), "threads": config.getoption("opconform_threads"),
+                   "timeout": config.getoption("opconform_timeout"), "today": config.getoption("opconform_today"),
+                   "allow_missing_backends": config.getoption("opconform_allow_missing_backends")}
+        self.suite = Suite(options, workerinput.get("workerid", "main"), workerinput.get("opconform_parts"),
+                           specs_dir_from(config.getoption("opconform_specs"), None))
+        self.summary = None
+
+    def _suite(self) -> Suite:
+        if self.suite.specs_dir is None:
+            self.suite.specs_dir = specs_dir_from(self.config.getoption("opconform_specs"),
+                                                  self.config.stash.get(_SPECS_DIR, None))
+        return self.suite
+
+    # -- what the generated tests call
+    def check(self, spec_id: str, dtype: str, case_id: str, backend_name: str) -> None:
+        """One backend test: the case on the backend through the engine, then the pytest outcome."""
+        from harness.run.engine import CaseNotFound
+        from harness.core.status import UNEXPECTED, Status
+
+        try:
+            results = self._suite().run(spec_id, dtype, case_id, backend_name)
+        except (SpecsInvalid, CaseNotFound) as e:
+            pytest.fail(str(e), pytrace=False)
+        if isinstance(results, str):
+            pytest.skip(f"backend {backend_name} unavailable: {results}")
+        named = [(r, "" if r.check == "reference" else f"{r.check}: ") for r in results]
+        unexpected = [f"{r.status}: {label}{r.detail}" for r, label in named if r.status in UNEXPECTED]
+        if unexpected:
+            pytest.fail("\n".join(unexpected), pytrace=False)
+        first = results[0]
+        if first.status == Status.UNSUPPORTED:
+            pytest.skip(f"unsupported: {first.detail}")
+        if first.status == Status.WAIVED and first.failure is None:  # a skip waiver: never run
+            pytest.skip(first.detail)
+        excused = [f"{r.status}: {label}{r.detail}" for r, label in named
+                   if r.status in (Status.DIVERGENT, Status.WAIVED)]
+        if excused:
+            pytest.xfail("\n".join(excused))
+
+    def gradient(self, spec_id: str, dtype: str, case_id: str) -> None:
+        """One gradient test: the reference against its forward op on this case."""
+        from harness.run.engine import CaseNotFound
+        from harness.core.status import Status
+
+        try:
+            result = self._suite().gradient(spec_id, dtype, case_id)
+        except (SpecsInvalid, CaseNotFound) as e:
+            pytest.fail(str(e), pytrace=False)
+        if result is None:
+            pytest.fail(f"{spec_id} {dtype}-{case_id}: the gradient check does not apply to this case any more; "
+                        "run `opconform gen-tests`", pytrace=False)
+        if result.status != Status.PASS:
+            pytest.fail(f"{result.status}: {result.detail}", pytrace=False)
+
+    # -- hooks
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        """xdist: the workers write their records where the controller merges them."""
+        node.workerinput["opconform_parts"] = str(self.suite.parts)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        self.suite.write_meta()
+        self.suite.close()
+        if not self.controller:
+            return
+        try:
+            self._finish(session, exitstatus)
+        finally:
+            shutil.rmtree(self.suite.parts, ignore_errors=True)
+
+    def _finish(self, session, exitstatus) -> None:
+        from harness.codegen import gen_tests
+        from harness.run import rundir
+
+        splits, group = getattr(self.config.option, "splits", None), getattr(self.config.option, "group", None)
+        suite_dir = self.config.stash.get(_SUITE_DIR, None)
+        complete = exitstatus not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR) \
+            and not session.shouldstop
+        suite = self._suite()
+        try:
+            stale = gen_tests.stale(suite.catalog, suite_dir) if suite_dir else None
+        except SpecsInvalid:
+            stale = None
+        finished = suite.finish(complete, {"markers": self.config.option.markexpr or None,
+                                           "keywords": self.config.option.keyword or None},
+                                {"splits": splits, "group": group} if splits else None, stale)
+        if finished is None:
+            return  # no generated test ran in this session
+        summary, records = finished
+        out = self.config.getoption("opconform_results")
+        if out and records is not None:
+            summary["run_id"] = out.name
+            rundir.write_run(out, records, summary)
+        self.summary = summary
+        if not summary["verdict"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.summary:
+            return
+        from harness.run import gate
+
+        tr = terminalreporter
+        tr.section("opconform gate")
+        for name, info in sorted(self.summary["backends"].items()):
+            if not info.get("available"):
+                tr.write_line(f"backend {name} unavailable ({info.get('skipped_tests', 0)} tests skipped): "
+                              f"{info.get('reason')}")
+
+        class _Writer:
+            def write(self, text):
+                tr.write(text)
+
+        gate.print_verdict(self.summary, _Writer())
+        out = self.config.getoption("opconform_results")
+        if out:
+            tr.write_line(f"results: {out}/results.jsonl, {out}/summary.json")

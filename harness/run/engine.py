@@ -1,0 +1,255 @@
+"""The one place that builds a case, runs a backend and judges the result.
+
+`opconform run`, `run-onnx` and the generated pytest files all go through here, so a verdict means
+the same thing wherever it is printed.
+
+Statuses: pass; fail (an unexpected disagreement with the spec); divergent (a disagreement the spec
+declares as a known divergence of that backend, with evidence); unsupported (the backend cannot run
+this dtype or feature); crashed (the backend's process died or hung); error (the harness or the spec
+could not build or check the case: always a bug to fix); waived (a failure, or a case not run, that
+a backend team accepts in specs/_waivers/<backend>.yaml: counted apart, see harness.run.waivers).
+
+Statuses and failure kinds are defined in harness.core.status; decisions read them, never `detail`.
+`harness.run.case_checks.run_case` composes this module's judgement with the gradient check, the
+self-consistency checks and the waivers: `opconform run` and the generated pytest files call it, so
+a case gets the same status and detail wherever it runs.
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from harness.core import contract
+from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, Request, TimedOut, Unsupported
+from harness.backends.reference import evaluate
+from harness.core.cases import Case
+from harness.core.compare import Tolerance, compare
+from harness.run.diagnose import diagnose
+from harness.core.dtypes import NUMPY
+from harness.run.probe import capability
+from harness.spec.model import Divergence
+from harness.core.status import EXPLAINS, STATUSES, UNEXPECTED, Check, Failure, Problem, Status  # noqa: F401 (re-exported)
+from harness.core.tensors import CaseError, make_tensors
+from harness.core.tolerance import allowances
+
+
+@dataclass
+class Prepared:
+    """A case with its inputs and (for valid cases) its float64 reference outputs."""
+    case: Case
+    seed: int
+    inputs: dict[str, np.ndarray | None] = field(default_factory=dict)
+    forward_inputs: dict[str, np.ndarray] = field(default_factory=dict)  # float64 values derived inputs came from
+    expected: list[np.ndarray] | None = None
+    allowance: list[np.ndarray | None] | None = None  # extra per-element error allowed (reductions)
+    allowance_notes: list[str] | None = None  # provenance of each allowance, for the verdict
+    problem: str | None = None  # why the harness could not build the case
+
+
+@dataclass
+class Result:
+    spec: str
+    op: str
+    backend: str
+    dtype: str
+    case: str
+    group: str
+    valid: bool
+    tier: str
+    seed: int
+    params: dict
+    attributes: dict
+    input_shapes: dict
+    status: str = Status.PASS.value  # a harness.core.status.Status value
+    failure: str | None = None  # a harness.core.status.Failure value
+    detail: str = ""  # for people only: no decision reads it
+    divergence: str | None = None  # id of the known divergence that explains (or was expected to explain) it
+    divergence_reproduced: bool | None = None  # with `divergence`: did it explain this result?
+    outputs: dict = field(default_factory=dict)  # output name -> Comparison.to_json()
+    waiver: str | None = None  # id of the waiver that waived it (or that an XPASS says to remove)
+    check: str = Check.REFERENCE.value  # or gradient (harness.core.gradcheck), or a self-consistency check
+    diagnosis: dict | None = None  # for wrong outputs: the alternative semantics they match (harness.run.diagnose)
+    gradient: dict | None = None  # check gradient: per forward input, the Taylor-remainder sequence (harness.core.gradcheck)
+
+    def to_json(self) -> dict:
+        return {k: v.value if isinstance(v, Enum) else v for k, v in self.__dict__.items()}
+
+    def set(self, status: Status, failure: Failure | None = None, detail: str | None = None) -> None:
+        self.status = status.value
+        self.failure = failure.value if failure is not None else None
+        if detail is not None:
+            self.detail = detail
+
+
+def prepare(case: Case, global_seed: int = 0) -> Prepared:
+    prepared = Prepared(case, case.seed(global_seed))
+    try:
+        prepared.inputs, prepared.forward_inputs = make_tensors(case, global_seed)
+        if case.valid:
+            problems = contract.input_problems(case.spec, prepared.inputs, case.attributes)
+            if problems:
+                raise CaseError("the spec generates an invalid case: " + "; ".join(problems))
+            prepared.expected = evaluate(case.spec, prepared.inputs, case.attributes)
+            _check_output_shapes(prepared)
+            prepared.allowance, prepared.allowance_notes = allowances(
+                case.spec, prepared.inputs, case.attributes, case.dtype, prepared.expected)
+    except Exception as e:  # a spec or reference bug must not end the run; it becomes an error result
+        prepared.problem = f"{type(e).__name__}: {e}" if not isinstance(e, CaseError) else str(e)
+    return prepared
+
+
+def _check_output_shapes(prepared: Prepared) -> None:
+    spec = prepared.case.spec
+    for out, value in zip(spec.outputs, prepared.expected):
+        source = prepared.inputs.get(out.shape_from) if out.shape_from else None
+        if source is not None and value.shape != source.shape:
+            raise CaseError(f"reference output {out.name} has shape {list(value.shape)} but the spec says it "
+                            f"follows {out.shape_from} {list(source.shape)}")
+
+
+def request_for(prepared: Prepared, threads: int = 1) -> Request:
+    case = prepared.case
+    wanted = set(case.requested_outputs)
+    return Request(case.spec, case.dtype, [prepared.inputs.get(i.name) for i in case.spec.inputs],
+                   case.attributes, tuple(o.name in wanted for o in case.spec.outputs), threads,
+                   timeout=case.group.timeout)
+
+
+def new_result(prepared: Prepared, backend: str) -> Result:
+    case = prepared.case
+    return Result(case.spec.id, case.spec.op, backend, case.dtype, case.id, case.group.name, case.valid,
+                  case.group.tier, prepared.seed, case.params, case.attributes,
+                  {k: None if v is None else list(v.shape) for k, v in prepared.inputs.items()})
+
+
+def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_failures: bool = True) -> Result:
+    """Run one prepared case on one backend and decide its status."""
+    result = new_result(prepared, backend.name)
+    if prepared.problem:
+        result.set(Status.ERROR, detail=prepared.problem)
+        return result
+    support = capability(backend, prepared.case.spec, prepared.case.dtype)
+    if support.gates:  # never run, so never passed: even where the backend would run it silently
+        result.set(Status.UNSUPPORTED, detail=f"probe: {support.status}: {support.reason}")
+        return result
+    try:
+        outcome = backend.run(request_for(prepared, backend.threads))
+    except Exception as e:  # a backend adapter bug: report it, keep the run going
+        result.set(Status.ERROR, detail=f"backend raised {type(e).__name__}: {e}")
+        return result
+    score(prepared, outcome, tolerance, result)
+    if diagnose_failures and result.failure in (Failure.WRONG_VALUES, Failure.WRONG_SHAPE) \
+            and isinstance(outcome, Outputs):
+        result.diagnosis = diagnose(prepared, outcome.values, tolerance)
+        if result.diagnosis and result.diagnosis["matches"]:  # say first what the kernel computes instead
+            result.detail = f"{result.diagnosis['summary']} | {result.detail}"
+        elif result.diagnosis:
+            result.detail += f" | diagnosis: {result.diagnosis['summary']}"
+    apply_divergences(prepared, result)
+    return result
+
+
+def score(prepared: Prepared, outcome: Outcome, tolerance: Tolerance, result: Result) -> None:
+    """The status and failure kind of one backend outcome, before declared divergences."""
+    case = prepared.case
+    if isinstance(outcome, Unsupported):
+        result.set(Status.UNSUPPORTED, detail=outcome.reason)
+    elif isinstance(outcome, Crashed):
+        result.set(Status.CRASHED, Failure.CRASH,
+                   f"worker killed by {outcome.signal}" + (f": {outcome.detail}" if outcome.detail else ""))
+    elif isinstance(outcome, TimedOut):
+        result.set(Status.CRASHED, Failure.HANG, f"no answer within {outcome.seconds:g} s (hang); worker killed")
+    elif isinstance(outcome, Rejected):
+        if case.valid:
+            result.set(Status.FAIL, Failure.REJECTS_VALID, f"rejected a valid input: {outcome.message}")
+        else:
+            result.detail = f"rejected as expected: {outcome.message}"
+    elif not case.valid:
+        result.set(Status.FAIL, Failure.ACCEPTS_INVALID,
+                   f"accepted an invalid input ({case.group.why}) and returned outputs")
+    else:
+        _score_outputs(prepared, outcome, tolerance, result)
+
+
+def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, result: Result) -> None:
+    case, spec = prepared.case, prepared.case.spec
+    problems, failure = [], None
+    for index, (out, expected, actual) in enumerate(zip(spec.outputs, prepared.expected, outcome.values)):
+        if out.name not in case.requested_outputs:
+            if actual is not None:
+                failure = failure or Failure.WRONG_SHAPE
+                problems.append(f"{out.name}: returned although not requested")
+            continue
+        if actual is None:
+            failure = Failure.WRONG_SHAPE
+            problems.append(f"{out.name}: requested but not returned")
+            continue
+        want_dtype = spec.dtype_of(out, case.dtype)
+        output_tolerance = Tolerance(tolerance.atol, tolerance.rtol, tolerance.source + prepared.allowance_notes[index])
+        comparison = compare(actual, expected, want_dtype, output_tolerance, prepared.allowance[index])
+        if actual.dtype != NUMPY[want_dtype]:
+            comparison.fail(Problem.DTYPE, f"dtype {actual.dtype}, expected {want_dtype}", first=True)
+        result.outputs[out.name] = comparison.to_json()
+        if not comparison.passed:
+            wrong_form = {Problem.SHAPE.value, Problem.DTYPE.value} & set(comparison.kinds)
+            failure = failure or (Failure.WRONG_SHAPE if wrong_form else Failure.WRONG_VALUES)
+            problems.append(f"{out.name}: " + "; ".join(comparison.problems))
+    if problems:
+        result.set(Status.FAIL, failure, " | ".join(problems))
+    else:
+        worst = max(result.outputs.values(), key=lambda o: o["budget_used"] if isinstance(o["budget_used"], float) else 0.0,
+                    default=None)
+        budget = worst["budget_used"] if worst and isinstance(worst["budget_used"], float) else 0.0
+        source = worst["tolerance"]["source"] if worst else tolerance.source  # with any reduction term
+        result.detail = f"within tolerance (x{budget:.2g} of {source})"
+
+
+def matching_divergences(prepared: Prepared, backend: str) -> list[Divergence]:
+    """The spec's known divergences that cover this case on this backend: backend, dtype and case-id glob."""
+    case = prepared.case
+    return [d for d in case.spec.known_divergences
+            if d.backend == backend and (not d.dtypes or case.dtype in d.dtypes)
+            and any(fnmatch.fnmatchcase(case.id, pattern) for pattern in d.cases)]
+
+
+def explains(divergence: Divergence, result: Result) -> bool:
+    """A declared divergence explains a result when it declares the observed failure kind and every
+    output that failed is one it names."""
+    failing = {name for name, o in result.outputs.items() if not o["passed"]}
+    kinds = {kind.value for r in divergence.results for kind in EXPLAINS[r]}
+    return result.failure in kinds and (not divergence.outputs or failing <= set(divergence.outputs))
+
+
+def apply_divergences(prepared: Prepared, result: Result) -> None:
+    declared = matching_divergences(prepared, result.backend)
+    if not declared or (result.status == Status.UNSUPPORTED and result.failure is None):
+        return  # a case the backend cannot run neither shows nor refutes a divergence
+    if result.status == Status.PASS:
+        result.divergence, result.divergence_reproduced = declared[0].id, False
+        result.detail += f" [known divergence {declared[0].id} did not reproduce]"
+        return
+    for d in declared:
+        if explains(d, result):
+            result.divergence, result.divergence_reproduced = d.id, True
+            status = Status.UNSUPPORTED if result.failure == Failure.REJECTS_VALID else Status.DIVERGENT
+            result.status = status.value
+            result.detail = f"known divergence {d.id}: {d.summary} | observed: {result.detail}"
+            return
+    result.divergence, result.divergence_reproduced = declared[0].id, False
+    result.detail += f" [declared as {declared[0].id} ({', '.join(declared[0].results)}), but observed {result.failure}]"
+
+
+class CaseNotFound(LookupError):
+    pass
+
+
+def find_case(cases: dict[str, Case], spec_id: str, dtype: str, case_id: str) -> Case:
+    """The case `dtype-case_id` among a spec's cases (full id -> Case), or a clear error."""
+    case = cases.get(f"{dtype}-{case_id}")
+    if case is None:
+        raise CaseNotFound(f"{spec_id} has no case {dtype}-{case_id}: the spec changed since this test was "
+                           f"generated; run `opconform gen-tests`")
+    return case

@@ -1,0 +1,265 @@
+"""ONNX backend-test directories: model.onnx (one node) + test_data_set_N/input_K.pb, output_K.pb.
+
+`run-onnx` runs such directories on any backend and compares with the stored outputs under the
+spec's tolerances; `export-onnx` writes opconform's own cases in the same layout, so test data moves
+both ways between opconform and other runtimes' suites.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from harness import backends as registry
+from harness.core import dtypes
+from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
+from harness.backends.onnx_model import build
+from harness.core.compare import compare
+from harness.run.engine import prepare, request_for
+from harness.run.runner import RunError
+from harness.core.spec_checks import unknown_name
+from harness.core.spec_loader import Catalog, UnknownOp
+
+
+class DataError(ValueError):
+    """A directory that is not in the backend-test layout opconform can run."""
+
+
+def _read_tensor(path: Path) -> np.ndarray:
+    tensor = onnx.TensorProto()
+    try:
+        tensor.ParseFromString(path.read_bytes())
+        return numpy_helper.to_array(tensor)
+    except Exception as e:  # protobuf's DecodeError, or a tensor whose data does not fit its dims
+        raise DataError(f"{path.name} is not a readable TensorProto ({type(e).__name__}: {e})") from None
+
+
+def _graph_types(value_info) -> tuple[int, list]:
+    """(elem_type, dims) of a graph input or output; a dim is an int or None where symbolic or absent."""
+    tensor = value_info.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    return tensor.elem_type, (dims if tensor.HasField("shape") else None)
+
+
+def _check_against_model(kind: str, k: int, value_info, array: np.ndarray) -> None:
+    """A stored tensor must have the dtype and the static shape the model declares for it."""
+    elem_type, dims = _graph_types(value_info)
+    if elem_type:
+        declared = helper.tensor_dtype_to_np_dtype(elem_type)
+        if array.dtype != declared:
+            raise DataError(f"{kind}_{k}.pb holds {array.dtype} but the model declares {value_info.name} as {declared}")
+    if dims is not None and (len(dims) != array.ndim or any(d is not None and d != n for d, n in zip(dims, array.shape))):
+        shown = [d if d is not None else "?" for d in dims]
+        raise DataError(f"{kind}_{k}.pb has shape {list(array.shape)} but the model declares {value_info.name} as {shown}")
+
+
+def _stored_files(dataset: Path, kind: str) -> dict[int, Path]:
+    found = {}
+    for path in dataset.glob(f"{kind}_*.pb"):
+        index = path.stem.split("_", 1)[1]
+        if not index.isdigit():
+            raise DataError(f"{path.name}: name it {kind}_K.pb with K the position in the model's {kind}s")
+        found[int(index)] = path
+    return found
+
+
+def spec_for_node(catalog: Catalog, node) -> object:
+    """The spec of the node's (domain, op), or a DataError naming the unknown domain or op."""
+    domain = node.domain or ""
+    domains = sorted({s.domain for s in catalog.specs})
+    if domain not in domains:
+        same_name = [s for s in catalog.specs if s.op == node.op_type]
+        hint = f"; {node.op_type} is in {same_name[0].domain!r}" if same_name else ""
+        raise DataError(f"unknown domain {domain!r} (the specs cover {', '.join(map(repr, domains))}){hint}")
+    try:
+        return catalog.by_op(node.op_type, domain)
+    except UnknownOp:
+        names = [s.op for s in catalog.specs if s.domain == domain]
+        message = unknown_name("op", node.op_type, names)
+        raise DataError(message.replace(f"'{node.op_type}'", f"'{node.op_type}' in domain {domain!r}", 1)) from None
+
+
+def _write_tensor(path: Path, array: np.ndarray, name: str) -> None:
+    path.write_bytes(numpy_helper.from_array(array, name).SerializeToString())
+
+
+def load_model(directory: Path) -> tuple[onnx.ModelProto, onnx.NodeProto]:
+    path = directory / "model.onnx"
+    if not path.is_file():
+        raise DataError("no model.onnx")
+    try:
+        model = onnx.load(str(path))
+    except Exception as e:
+        raise DataError(f"model.onnx does not parse ({type(e).__name__}: {e})") from None
+    if len(model.graph.node) != 1:
+        raise DataError(f"model.onnx has {len(model.graph.node)} nodes; only one-node models are supported")
+    return model, model.graph.node[0]
+
+
+def node_attributes(node: onnx.NodeProto) -> dict:
+    def plain(value):
+        if isinstance(value, bytes):
+            return value.decode()
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+    return {a.name: plain(helper.get_attribute_value(a)) for a in node.attribute}
+
+
+def request_from_dataset(catalog: Catalog, model, node, dataset: Path, threads: int) -> tuple[Request, dict]:
+    """The request one test_data_set describes, and its stored outputs by spec output name."""
+    spec = spec_for_node(catalog, node)
+    initializers = {t.name for t in model.graph.initializer}
+    graph_inputs = [i for i in model.graph.input if i.name not in initializers]
+    files = _stored_files(dataset, "input")
+    if extra := sorted(k for k in files if k >= len(graph_inputs)):
+        raise DataError(f"input_{extra[0]}.pb has no graph input to feed (the model has {len(graph_inputs)})")
+    if missing := [k for k in range(len(graph_inputs)) if k not in files]:
+        raise DataError(f"input_{missing[0]}.pb is missing (graph input {graph_inputs[missing[0]].name})")
+    stored = {}
+    for k, graph_input in enumerate(graph_inputs):
+        stored[graph_input.name] = _read_tensor(files[k])
+        _check_against_model("input", k, graph_input, stored[graph_input.name])
+    stored.update({t.name: numpy_helper.to_array(t) for t in model.graph.initializer})
+    if len(node.input) > len(spec.inputs) or len(node.output) > len(spec.outputs):
+        raise DataError(f"the node has more inputs or outputs than the {spec.op} spec")
+    inputs = [stored.get(node.input[i]) if i < len(node.input) and node.input[i] else None
+              for i in range(len(spec.inputs))]
+    wanted = tuple(i < len(node.output) and bool(node.output[i]) for i in range(len(spec.outputs)))
+    present = [v for v in inputs if v is not None]
+    if not present:
+        raise DataError(f"{dataset.name}: no input_K.pb matches the node's inputs")
+    expected = {}
+    outputs = _stored_files(dataset, "output")
+    if extra := sorted(k for k in outputs if k >= len(model.graph.output)):
+        raise DataError(f"output_{extra[0]}.pb has no graph output (the model has {len(model.graph.output)})")
+    for k, output in enumerate(model.graph.output):
+        if k in outputs and output.name in node.output:
+            value = _read_tensor(outputs[k])
+            _check_against_model("output", k, output, value)
+            expected[spec.outputs[list(node.output).index(output.name)].name] = value
+    dtype = dtypes.name_of(present[0].dtype)
+    return Request(spec, dtype, inputs, node_attributes(node), wanted, threads), expected
+
+
+def run_dirs(catalog: Catalog, dirs: list[Path], backend_name: str, write_outputs: Path | None,
+             threads: int = 1, timeout: float = 20.0, out=None) -> bool:
+    out = out or sys.stdout
+    backend = registry.create(backend_name, threads=threads, timeout=timeout)
+    if reason := backend.availability():
+        raise RunError(f"backend '{backend_name}' is unavailable here: {reason}")
+    passed = failed = 0
+    outcomes = {}
+    try:
+        for directory in dirs:
+            try:
+                model, node = load_model(directory)
+                datasets = sorted(directory.glob("test_data_set_*"))
+                if not datasets:
+                    raise DataError("no test_data_set_N folders")
+            except DataError as e:
+                print(f"ERROR {directory}: {_one_line(e)}", file=out)
+                failed += 1
+                outcomes["error"] = outcomes.get("error", 0) + 1
+                continue
+            for dataset in datasets:
+                try:
+                    ok, line = _run_dataset(catalog, backend, model, node, dataset, threads, write_outputs)
+                except Exception as e:  # noqa: BLE001 - comparing or writing failed: this case's error only
+                    ok, line = False, f"ERROR {directory.name}/{dataset.name}: {type(e).__name__}: {_one_line(e)}"
+                print(line, file=out)
+                passed, failed = passed + ok, failed + (not ok)
+                kind = line.split()[0].lower()
+                if kind not in ("pass", "ran", "fail"):  # say how many of the failures were not value mismatches
+                    outcomes[kind] = outcomes.get(kind, 0) + 1
+    finally:
+        backend.close()
+    breakdown = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))
+    print(f"{passed} passed, {failed} failed" + (f" ({breakdown})" if breakdown else ""), file=out)
+    return failed == 0
+
+
+def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_outputs) -> tuple[bool, str]:
+    label = f"{dataset.parent.name}/{dataset.name}"
+    try:
+        request, expected = request_from_dataset(catalog, model, node, dataset, threads)
+        outcome = backend.run(request)
+    except DataError as e:
+        return False, f"ERROR {label}: {_one_line(e)}"
+    except Exception as e:  # noqa: BLE001 - one directory's bad data is that case's error, never the run's end
+        return False, f"ERROR {label}: {type(e).__name__}: {_one_line(e)}"
+    if isinstance(outcome, Rejected):
+        return False, f"FAIL {label}: {backend.name} rejected the inputs: {outcome.message}"
+    if isinstance(outcome, Unsupported):
+        return False, f"UNSUPPORTED {label}: {outcome.reason}"
+    if isinstance(outcome, Crashed):
+        return False, f"CRASH {label}: worker killed by {outcome.signal}"
+    if isinstance(outcome, TimedOut):
+        return False, f"HANG {label}: no answer within {outcome.seconds:g} s"
+    assert isinstance(outcome, Outputs)
+    if write_outputs:
+        _write_dataset(write_outputs / dataset.parent.name, model, node, dataset, request, outcome)
+    if not expected:
+        return True, f"RAN {label}: no stored outputs to compare" + (" (outputs written)" if write_outputs else "")
+    tolerance = catalog.tolerance(request.spec, request.dtype)
+    notes, ok = [], True
+    for out_spec, actual in zip(request.spec.outputs, outcome.values):
+        if out_spec.name not in expected or actual is None:
+            continue
+        result = compare(actual, expected[out_spec.name].astype(np.float64), request.spec.dtype_of(out_spec, request.dtype), tolerance)
+        ok &= result.passed
+        notes.append(f"{out_spec.name} max abs {result.max_abs:.3g}, tolerance used x{result.budget_used:.3g}"
+                     + ("" if result.passed else f": {'; '.join(result.problems)}"))
+    return ok, f"{'PASS' if ok else 'FAIL'} {label}: " + " | ".join(notes)
+
+
+def _one_line(error: Exception, limit: int = 400) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _write_dataset(target: Path, model, node, dataset: Path, request: Request, outcome: Outputs) -> None:
+    (target / dataset.name).mkdir(parents=True, exist_ok=True)
+    if not (target / "model.onnx").exists():
+        onnx.save(model, str(target / "model.onnx"))
+    for source in dataset.glob("input_*.pb"):
+        shutil.copyfile(source, target / dataset.name / source.name)
+    graph_outputs = [o.name for o in model.graph.output]
+    for out_spec, value in zip(request.spec.outputs, outcome.values):
+        name = node.output[request.spec.outputs.index(out_spec)] if value is not None else None
+        if name in graph_outputs:
+            _write_tensor(target / dataset.name / f"output_{graph_outputs.index(name)}.pb", value, name)
+
+
+def export_case(prepared, directory: Path) -> None:
+    """Write one prepared valid case as a backend-test directory with the reference outputs."""
+    request = request_for(prepared)
+    built = onnx.load_from_string(build(request, bfloat16_as_float32=False).model)
+    dataset = directory / "test_data_set_0"
+    dataset.mkdir(parents=True, exist_ok=True)
+    onnx.save(built, str(directory / "model.onnx"))
+    by_name = dict(zip([i.name for i in request.spec.inputs], request.inputs))
+    for k, graph_input in enumerate(built.graph.input):
+        _write_tensor(dataset / f"input_{k}.pb", by_name[graph_input.name], graph_input.name)
+    expected = dict(zip([o.name for o in request.spec.outputs], prepared.expected))
+    for k, graph_output in enumerate(built.graph.output):
+        out_dtype = dtypes.NUMPY[request.spec.dtype_of(request.spec.output(graph_output.name), request.dtype)]
+        _write_tensor(dataset / f"output_{k}.pb", expected[graph_output.name].astype(out_dtype), graph_output.name)
+
+
+def export_cases(catalog: Catalog, cases, out: Path, seed: int = 0) -> int:
+    written = 0
+    for case in cases:
+        if not case.valid:
+            continue
+        prepared = prepare(case, seed)
+        if prepared.problem:
+            continue
+        name = f"{case.spec.op}__{case.full_id}".replace("/", "__").replace(";", "__").replace("=", "-")
+        export_case(prepared, out / name)
+        written += 1
+    return written

@@ -1,0 +1,219 @@
+"""`opconform run`: every case of the selected specs on the selected backends, streamed to disk.
+
+Every valid case of an op with a forward op also gets the gradient check of its reference
+(harness.run.case_checks.gradient_case), whatever --backends says: the reference judges every backend.
+The expected backends (harness.backends.EXPECTED) must be available unless --backends names the
+ones to run or --allow-missing-backends says a missing one is fine: one missing fails the verdict."""
+from __future__ import annotations
+
+import fnmatch
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from harness import backends as registry
+from harness.run import environment, probe
+from harness.core.cases import Case, expand
+from harness.run import rundir
+from harness.run.case_checks import gradient_case, run_case
+from harness.run.engine import prepare
+from harness.run.results import Tally, format_table
+from harness.run.rundir import ResultsWriter, write_json
+from harness.core.status import STATUSES, UNEXPECTED
+from harness.core.spec_loader import Catalog
+
+
+# Environment variables that set how many threads the backends' kernels and BLAS use.
+# Environment that changes what the backends compute or how fast: recorded with every run.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "MKL_NUM_THREADS",
+                    "OPCONFORM_KERNELS_LIB", "OPCONFORM_ISA", "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY", "LD_PRELOAD")
+
+
+class RunError(Exception):
+    """A problem with the run's arguments (an unavailable backend asked for by name)."""
+
+
+@dataclass
+class RunOptions:
+    ops: list[str] | None = None
+    backends: list[str] | None = None  # None: every default backend that is available here
+    tier: str = "ci"
+    cases: str | None = None  # glob over case ids (or dtype-case ids)
+    seed: int = 0
+    threads: int = 1
+    timeout: float = 20.0
+    out: Path | None = None
+    reports: Path = Path("reports")
+    progress: bool | None = None  # None: a bar on a terminal, a line per op otherwise
+    allow_missing_backends: bool = False  # an unavailable expected backend is recorded, not a failed verdict
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    tally: Tally
+    summary: dict = field(default_factory=dict)
+    unexpected: list[dict] = field(default_factory=list)  # records of unexpected results, for the printout
+
+    @property
+    def passed(self) -> bool:
+        return self.summary["verdict"]["passed"]
+
+
+def select_cases(catalog: Catalog, options: RunOptions) -> list[Case]:
+    cases = [c for spec in catalog.select(options.ops) for c in expand(spec, options.tier)]
+    if options.cases:
+        cases = [c for c in cases if fnmatch.fnmatchcase(c.id, options.cases)
+                 or fnmatch.fnmatchcase(c.full_id, options.cases)]
+    return cases
+
+
+def open_backends(options: RunOptions) -> tuple[list, dict]:
+    """The backends to run and, for every backend considered, its availability."""
+    names = options.backends or list(registry.DEFAULT)
+    chosen, status = [], {}
+    for name in names:
+        backend = registry.create(name, threads=options.threads, timeout=options.timeout)
+        reason = backend.availability()
+        status[name] = {"available": reason is None, "reason": reason}
+        if reason is None:
+            chosen.append(backend)
+        elif options.backends:
+            backend.close()
+            raise RunError(f"backend '{name}' is unavailable here: {reason}")
+        else:
+            backend.close()
+    return chosen, status
+
+
+def new_run_dir(options: RunOptions) -> Path:
+    if options.out:
+        return options.out
+    base = options.reports / f"{time.strftime('%Y%m%d-%H%M%S')}-{options.tier}"
+    run_dir, n = base, 1
+    while run_dir.exists():
+        n += 1
+        run_dir = base.with_name(f"{base.name}-{n}")
+    return run_dir
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what CI timeouts send) during a run: it ends like Ctrl-C, with totals and an
+    interrupted verdict in summary.json; the CLI exits 143."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
+    cases = select_cases(catalog, options)
+    if not cases:
+        raise RunError("no case matches the selection (check --ops, --tier and --cases)")
+    backends, availability = open_backends(options)
+    run_dir = new_run_dir(options)
+    writer = ResultsWriter(run_dir / "results.jsonl")
+    tally = Tally()
+    records: list[dict] = []
+    started = time.time()
+    backend_info = {b.name: {**availability[b.name], **b.environment()} for b in backends} \
+        | {n: a for n, a in availability.items() if not a["available"]}
+    summary = {
+        "run_id": run_dir.name, "tier": options.tier, "seed": options.seed, "threads": options.threads,
+        "ops": sorted({c.spec.op for c in cases}), "case_filter": options.cases,
+        "backends": backend_info,
+        # left out on purpose: --backends named the ones to run, or --allow-missing-backends
+        "missing_backends": [] if options.backends or options.allow_missing_backends
+        else rundir.missing_expected(backend_info),
+        "environment": environment.describe(catalog.root), "spec_set": catalog.digest,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "complete": False,
+        # what a report needs to document the ops and to write commands that rerun one case
+        "specs": str(Path(catalog.root).resolve()), "timeout": options.timeout,
+        "env_vars": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
+    }
+    # Once per run: what each backend really runs per op x dtype; the engine reports the cases of
+    # what it does not run as unsupported (harness.run.probe), from the same per-backend cache.
+    summary["capabilities"] = probe.matrix(backends, probe.pairs_of(cases), unavailable={
+        name: a["reason"] for name, a in availability.items() if not a["available"]})
+    write_json(run_dir / "summary.json", summary)
+    bar = tqdm(total=len(cases) * len(backends), unit="result", file=sys.stderr, dynamic_ncols=True,
+               disable=not options.progress if options.progress is not None else None)
+    per_op_lines = bar.disable and options.progress is not False
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous_sigterm = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
+    interrupted = None
+    try:
+        current_op, op_results = None, 0
+
+        def keep(results):
+            nonlocal op_results
+            for r in results:
+                record = r.to_json()
+                writer.write(record)
+                tally.add(record)
+                records.append(record)
+                op_results += 1
+
+        for case in cases:
+            if per_op_lines and case.spec.op != current_op:
+                if current_op:
+                    print(f"  {current_op}: {op_results} results", file=sys.stderr, flush=True)
+                current_op, op_results = case.spec.op, 0
+            prepared = prepare(case, options.seed)
+            # the same entry points the generated tests call: the reference's gradient check, then per
+            # backend the judgement, self-consistency checks and waivers
+            gradient = gradient_case(prepared)
+            keep([gradient] if gradient else [])
+            for backend in backends:
+                keep(run_case(catalog, prepared, backend))
+                bar.set_description_str(f"{case.spec.op} {backend.name}", refresh=False)
+                bar.update()
+        if per_op_lines and current_op:
+            print(f"  {current_op}: {op_results} results", file=sys.stderr, flush=True)
+        summary["complete"] = True
+    except KeyboardInterrupt as e:
+        interrupted = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
+        raise
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the summary short
+        bar.close()
+        writer.close()
+        for backend in backends:
+            backend.close()
+        summary.update(finished=time.strftime("%Y-%m-%dT%H:%M:%S"), seconds=round(time.time() - started, 1))
+        # the one summary builder and verdict the generated suites and `opconform merge` use too
+        summary = rundir.build_summary(summary, records, catalog, complete=summary["complete"])
+        if interrupted:
+            summary["verdict"]["interrupted"] = interrupted
+        write_json(run_dir / "summary.json", summary)
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+    return RunOutcome(run_dir, tally, summary, [r for r in records if r["status"] in UNEXPECTED])
+
+
+def print_summary(outcome: RunOutcome, out=None) -> None:
+    out = out or sys.stdout
+    print(format_table(outcome.tally.table()), file=out)
+    totals = outcome.tally.totals()
+    print(f"\n{sum(totals.values())} results in {outcome.summary.get('seconds', 0):g} s: "
+          + ", ".join(f"{totals[s]} {s}" for s in STATUSES if totals[s]), file=out)
+    for r in outcome.unexpected[:20]:
+        check = "" if r.get("check", "reference") == "reference" else f" ({r['check']})"
+        print(f"  {r['status'].upper()} {r['op']} [{r['backend']}]{check} {r['dtype']}-{r['case']}: "
+              f"{r['detail'][:300]}", file=out)
+        if r.get("diagnosis") and r["diagnosis"]["summary"] not in r["detail"][:300]:
+            print(f"      diagnosis: {r['diagnosis']['summary']}", file=out)
+    if len(outcome.unexpected) > 20:
+        print(f"  ... and {len(outcome.unexpected) - 20} more in results.jsonl", file=out)
+    verdict = outcome.summary["verdict"]
+    print(f"\nverdict: {'PASS' if verdict['passed'] else 'FAIL'}"
+          + "".join(f"\n  - {r}" for r in verdict["reasons"])
+          + "".join(f"\n  warning: {w}" for w in verdict.get("warnings", [])), file=out)
+    print(f"results: {outcome.run_dir}/results.jsonl, {outcome.run_dir}/summary.json", file=out)

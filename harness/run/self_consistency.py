@@ -1,0 +1,193 @@
+"""Checks that hold a backend to its own results, run after the reference check of a case.
+
+- `output_subset`: a valid case that requests a strict subset of the outputs must get exactly (bitwise)
+  what the same backend returns when asked for every output. Kernels compute only what is requested,
+  often along other code paths (ConvGrad without dX skips its col2im), so this is checked for every op
+  with optional outputs, not per op.
+- `own_saved_state`: for a spec with `own_saved_state`, the saved activations come from the same
+  backend's run of the named op on the same inputs (GRUGrad fed the HAll and ZRH of its own
+  GRUTraining): that state must match the forward reference (a layout the backend's two kernels
+  share but the contract does not, e.g. ZRH in r, z, h order, fails here), and the op fed with it
+  must match the reference fed with it.
+
+- `thread_invariance`: a backend that promises bitwise identical outputs at any thread count
+  (`THREAD_INVARIANT`, the openmp backend) runs every valid case at 1 and at 2 threads, asked to split
+  even small work (`force_split`; small cases otherwise run on one thread); the two must be bitwise
+  equal, so a thread-split bug fails the gate on whichever case exposes it, not only in a hand-written
+  test.
+
+Each check is a Result of its own (`check` names it) for the same case id. All run only when the
+reference check got outputs back: a crash or refusal there is already reported.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+
+import numpy as np
+
+from harness.core import dtypes
+from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, TimedOut, Unsupported
+from harness.backends.reference import evaluate
+from harness.core.compare import Tolerance, compare
+from harness.run.engine import Prepared, Result, judge, new_result, request_for
+from harness.core.tolerance import allowances
+
+OUTPUT_SUBSET, OWN_SAVED_STATE, THREAD_INVARIANCE = "output_subset", "own_saved_state", "thread_invariance"
+INVARIANCE_THREADS = (1, 2)
+
+
+def follow_ups(prepared: Prepared, backend: Backend, first: Result, tolerance: Tolerance, catalog) -> list[Result]:
+    """The self-consistency results for one case on one backend, after its reference check `first`."""
+    case = prepared.case
+    if not case.valid or prepared.problem or not first.outputs:
+        return []
+    results = []
+    if set(case.requested_outputs) < {o.name for o in case.spec.outputs}:
+        results.append(output_subset(prepared, backend))
+    if getattr(backend, "THREAD_INVARIANT", False):
+        results.append(thread_invariance(prepared, backend))
+    own = case.spec.own_saved_state
+    if own and any(fnmatch.fnmatchcase(case.id, p) for p in own.cases) \
+            and all(prepared.inputs.get(name) is not None for name in own.outputs):
+        results.append(own_saved_state(prepared, backend, tolerance, catalog))
+    return results
+
+
+def output_subset(prepared: Prepared, backend: Backend) -> Result:
+    result = new_result(prepared, backend.name)
+    result.check = OUTPUT_SUBSET
+    subset = request_for(prepared, backend.threads)
+    full = dataclasses.replace(subset, outputs=(True,) * len(subset.outputs))
+    subset_out, full_out = _run(backend, subset), _run(backend, full)
+    for what, outcome in (("subset run", subset_out), ("full run", full_out)):
+        if not isinstance(outcome, Outputs):
+            _not_run(result, f"output_subset: the {what} ", outcome)
+            return result
+    problems, same = [], []
+    for out, wanted, a, b in zip(prepared.case.spec.outputs, subset.outputs, subset_out.values, full_out.values):
+        if not wanted:
+            continue
+        difference = _bitwise_difference(a, b)
+        (problems.append(f"{out.name}: {difference}") if difference else same.append(out.name))
+    if problems:
+        result.status, result.failure = "fail", "wrong_values"
+        result.detail = "output_subset: differs from the same backend's full run: " + " | ".join(problems)
+    else:
+        result.detail = f"output_subset: {', '.join(same)} bitwise equal to the same backend's full run"
+    return result
+
+
+def thread_invariance(prepared: Prepared, backend: Backend) -> Result:
+    result = new_result(prepared, backend.name)
+    result.check = THREAD_INVARIANCE
+    one, two = (_run(backend, dataclasses.replace(request_for(prepared, n), force_split=True))
+                for n in INVARIANCE_THREADS)
+    for n, outcome in zip(INVARIANCE_THREADS, (one, two)):
+        if not isinstance(outcome, Outputs):
+            _not_run(result, f"thread_invariance: the {n}-thread run ", outcome)
+            return result
+    names = [o.name for o in prepared.case.spec.outputs]
+    problems = [f"{name}: {difference}" for name, a, b in zip(names, one.values, two.values)
+                if (a is not None or b is not None) and (difference := _bitwise_difference(a, b, "1-thread", "2-thread"))]
+    compared = [name for name, a in zip(names, one.values) if a is not None]
+    if problems:
+        result.status, result.failure = "fail", "wrong_values"
+        result.detail = "thread_invariance: 2 threads differ from 1 thread: " + " | ".join(problems)
+    else:
+        result.detail = f"thread_invariance: {', '.join(compared)} bitwise equal at 1 and 2 threads"
+    return result
+
+
+def own_saved_state(prepared: Prepared, backend: Backend, tolerance: Tolerance, catalog) -> Result:
+    """Two steps, both needed for an end-to-end verdict: the backend's own saved state must be what the
+    forward reference computes (a mismatched layout fails here), and the op fed with that state must
+    match the reference applied to the same state (its tiny rounding differences are not charged)."""
+    case, own = prepared.case, prepared.case.spec.own_saved_state
+    where = f"own_saved_state ({own.op} on {backend.name}): "
+    result = new_result(prepared, backend.name)
+    result.check = OWN_SAVED_STATE
+    try:
+        producer = catalog.by_op(own.op, case.spec.domain)
+    except Exception as e:  # the spec names an op the catalog lacks: a spec bug
+        result.status, result.detail = "error", where + str(e)
+        return result
+    named = {i.name: prepared.inputs.get(i.name) for i in producer.inputs}
+    attributes = {k: v for k, v in case.attributes.items() if k in producer.attributes}
+    request = dataclasses.replace(request_for(prepared, backend.threads), spec=producer, inputs=list(named.values()),
+                                  attributes=attributes, outputs=(True,) * len(producer.outputs))
+    outcome = _run(backend, request)
+    if not isinstance(outcome, Outputs):
+        _not_run(result, where, outcome)
+        return result
+
+    produced = {o.name: v for o, v in zip(producer.outputs, outcome.values)}
+    reference = dict(zip((o.name for o in producer.outputs), evaluate(producer, named, attributes)))
+    forward_tolerance = catalog.tolerance(producer, case.dtype)
+    fed, problems = dict(prepared.inputs), []
+    for name, source in own.outputs.items():
+        value = produced.get(source)
+        if value is None:
+            problems.append(f"{source}: not returned")
+            continue
+        comparison = compare(value, reference[source], producer.dtype_of(producer.output(source), case.dtype),
+                             forward_tolerance)
+        if not comparison.passed:
+            problems.append(f"{source}: " + "; ".join(comparison.problems))
+        fed[name] = value.astype(prepared.inputs[name].dtype, copy=False)
+    if problems:
+        result.status, result.failure = "fail", "wrong_values"
+        result.detail = (where + f"the saved state differs from {own.op}'s reference (layout or values), so "
+                         f"{case.spec.op} would get the wrong one: " + " | ".join(problems))
+        return result
+
+    try:
+        expected = evaluate(case.spec, fed, case.attributes)
+        allowance, notes = allowances(case.spec, fed, case.attributes, case.dtype, expected)
+    except Exception as e:  # the reference cannot take this state: a reference bug, reported, never raised
+        result.status, result.detail = "error", where + f"reference on the backend's state: {type(e).__name__}: {e}"
+        return result
+    result = judge(dataclasses.replace(prepared, inputs=fed, expected=expected, allowance=allowance,
+                                       allowance_notes=notes), backend, tolerance)
+    result.check = OWN_SAVED_STATE
+    result.detail = where + f"{', '.join(own.outputs)} within tolerance of {own.op}'s reference; fed back: " + result.detail
+    return result
+
+
+def _run(backend: Backend, request) -> Outcome:
+    try:
+        return backend.run(request)
+    except Exception as e:  # an adapter bug must not end the run
+        return Rejected(f"backend raised {type(e).__name__}: {e}")
+
+
+def _not_run(result: Result, what: str, outcome: Outcome) -> None:
+    """A check whose extra backend call did not return outputs: scored like a valid case's call."""
+    if isinstance(outcome, Unsupported):
+        result.status, result.detail = "unsupported", what + outcome.reason
+    elif isinstance(outcome, Crashed):
+        result.status, result.failure = "crashed", "crash"
+        result.detail = what + f"killed the worker with {outcome.signal}"
+    elif isinstance(outcome, TimedOut):
+        result.status, result.failure = "crashed", "hang"
+        result.detail = what + f"gave no answer within {outcome.seconds:g} s"
+    else:
+        result.status, result.failure = "fail", "rejects_valid"
+        result.detail = what + f"was rejected: {getattr(outcome, 'message', outcome)}"
+
+
+def _bitwise_difference(a: np.ndarray | None, b: np.ndarray | None, first: str = "subset",
+                        second: str = "full") -> str | None:
+    """None when a and b have the same dtype, shape and bytes; else what differs."""
+    if a is None or b is None:
+        return f"{first if a is None else second} run did not return it"
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return f"{a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)} in the {second} run"
+    bits = np.dtype(f"u{a.dtype.itemsize}")  # compares NaN payloads and signed zeros too
+    differ = np.ascontiguousarray(a).view(bits) != np.ascontiguousarray(b).view(bits)
+    if not differ.any():
+        return None
+    with np.errstate(all="ignore"):
+        gap = np.abs(a.astype(np.float64) - b.astype(np.float64))[differ]
+    largest = float(gap[np.isfinite(gap)].max()) if np.isfinite(gap).any() else float("nan")
+    return f"{int(differ.sum())} of {a.size} {dtypes.name_of(a.dtype)} elements differ (max |diff| {largest:.3g})"
