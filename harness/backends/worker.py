@@ -5,7 +5,7 @@ SIGFPE, SIGABRT) becomes Crashed, one that does not answer in time is killed and
 either way the next call starts a fresh child. The child's stderr goes to a file whose tail explains
 a crash ("terminate called without an active exception").
 
-The child runs serve(HANDLER, FD): HANDLER is module:function taking one request and returning a
+The child runs worker_template.serve(HANDLER, FD): HANDLER is module:function taking one request and returning a
 picklable reply, FD the socket to the parent.
 
 A restart costs a fork, not an import (harness.backends.worker_template): each worker is forked from
@@ -39,7 +39,7 @@ class HandlerError(Exception):
         super().__init__(f"{cls}: {message}")
 
 
-_CHILD = "import sys; from harness.backends.worker import serve; serve(sys.argv[1], int(sys.argv[2]))"
+_CHILD = "import sys; from harness.backends.worker_template import serve; serve(sys.argv[1], int(sys.argv[2]))"
 
 
 class IsolatedWorker:
@@ -125,25 +125,6 @@ class IsolatedWorker:
             self.close()
         except Exception:
             pass
-
-
-def serve(handler_path: str, fd: int) -> None:
-    from harness.spec.dotted import resolve
-
-    worker_template.die_with_parent()
-    handler = resolve(handler_path)
-    conn = Connection(fd)
-    while True:
-        try:
-            request = conn.recv()
-        except EOFError:
-            return
-        try:
-            reply = ("ok", handler(request))
-        except Exception as e:  # the handler's own errors are results, not worker deaths
-            reply = ("error", type(e).__name__, str(e))
-        conn.send(reply)
-        sys.stderr.flush()
 
 
 def prestart(backend_classes) -> None:

@@ -151,6 +151,29 @@ def _kill(pid: int) -> None:
         pass
 
 
+def serve(handler_path: str, fd: int) -> None:
+    """A worker's loop (forked from a template, or spawned): answer requests on fd with the handler
+    until the parent closes it; the handler's own exceptions are replies, not worker deaths."""
+    from multiprocessing.connection import Connection
+
+    from harness.spec.dotted import resolve
+
+    die_with_parent()
+    handler = resolve(handler_path)
+    conn = Connection(fd)
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        try:
+            reply = ("ok", handler(request))
+        except Exception as e:
+            reply = ("error", type(e).__name__, str(e))
+        conn.send(reply)
+        sys.stderr.flush()
+
+
 def _become_worker(handler: str, control: socket.socket, conn_fd: int, err_fd: int) -> None:
     code = 1
     try:
@@ -159,8 +182,6 @@ def _become_worker(handler: str, control: socket.socket, conn_fd: int, err_fd: i
         os.dup2(err_fd, 1)
         os.dup2(err_fd, 2)
         os.close(err_fd)
-        from harness.backends.worker import serve
-
         serve(handler, conn_fd)
         code = 0
     except BaseException:  # noqa: BLE001 - a worker must never return into the template's loop
