@@ -179,11 +179,17 @@ def _package_library(level: str) -> str | None:
     return spec.origin if spec is not None and spec.origin else None
 
 
+def _override_file() -> str | None:
+    """OPCONFORM_KERNELS_LIB when it names one library file (not a directory of per-level builds)."""
+    override = os.environ.get(ENV_LIB)
+    return override if override and not os.path.isdir(override) else None
+
+
 def built_isa_levels() -> list[str]:
     """Levels with a library to load (the package's builds, or OPCONFORM_KERNELS_LIB's)."""
+    if _override_file():
+        return [_file_isa(_override_file())]
     override = os.environ.get(ENV_LIB)
-    if override and not os.path.isdir(override):
-        return [_file_isa(override)]
     find = (lambda lv: _dir_library(override, lv)) if override else _package_library
     return [level for level in ISA_LEVELS if find(level)]
 
@@ -210,9 +216,9 @@ def selected_isa() -> str:
 
 def library_path(isa: str | None = None) -> str:
     """Path of the library that :func:`load` opens for `isa` (default: :func:`selected_isa`)."""
+    if _override_file():
+        return _override_file()
     override = os.environ.get(ENV_LIB)
-    if override and not os.path.isdir(override):
-        return override
     isa = isa or selected_isa()
     path = _dir_library(override, isa) if override else _package_library(isa)
     if path is None:
@@ -262,14 +268,15 @@ def load(isa: str | None = None) -> ctypes.CDLL:
         path = library_path(isa)
         if path in _libs:
             return _libs[path]
-        if isa is None and not (os.environ.get(ENV_LIB) and not os.path.isdir(os.environ[ENV_LIB])):
+        if isa is None and not _override_file():
             isa = selected_isa()
-        if isa is not None:
+        if isa is not None:  # before dlopen: nothing of a build this CPU cannot run gets mapped
             check_cpu_supports(isa)
-        lib, level = _open(path)
+        lib, level = _open(path)  # runs none of the library's code
         if isa is not None and level != isa:
             raise IsaUnavailable(f"{path} is a {level} build, not {isa}")
-        check_cpu_supports(level)  # before any of its code runs
+        if isa is None:  # a file named by OPCONFORM_KERNELS_LIB: its level is known only now
+            check_cpu_supports(level)
         wanted = requested_isa()
         if wanted is not None and wanted != level and _current_isa is None:
             raise IsaUnavailable(f"{ENV_ISA}={wanted} but {ENV_LIB}={path} is a {level} build")

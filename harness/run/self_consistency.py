@@ -55,47 +55,40 @@ def follow_ups(prepared: Prepared, backend: Backend, first: Result, tolerance: T
 
 
 def output_subset(prepared: Prepared, backend: Backend) -> Result:
-    result = new_result(prepared, backend.name)
-    result.check = OUTPUT_SUBSET
     subset = request_for(prepared, backend.threads)
     full = dataclasses.replace(subset, outputs=(True,) * len(subset.outputs))
-    subset_out, full_out = _run(backend, subset), _run(backend, full)
-    for what, outcome in (("subset run", subset_out), ("full run", full_out)):
-        if not isinstance(outcome, Outputs):
-            _not_run(result, f"output_subset: the {what} ", outcome)
-            return result
-    problems, same = [], []
-    for out, wanted, a, b in zip(prepared.case.spec.outputs, subset.outputs, subset_out.values, full_out.values):
-        if not wanted:
-            continue
-        difference = _bitwise_difference(a, b)
-        (problems.append(f"{out.name}: {difference}") if difference else same.append(out.name))
-    if problems:
-        result.status, result.failure = "fail", "wrong_values"
-        result.detail = "output_subset: differs from the same backend's full run: " + " | ".join(problems)
-    else:
-        result.detail = f"output_subset: {', '.join(same)} bitwise equal to the same backend's full run"
-    return result
+    return _same_bits(prepared, backend, OUTPUT_SUBSET, (subset, full), ("subset", "full"),
+                      "differs from the same backend's full run", "bitwise equal to the same backend's full run")
 
 
 def thread_invariance(prepared: Prepared, backend: Backend) -> Result:
+    one, two = (dataclasses.replace(request_for(prepared, n), force_split=True) for n in INVARIANCE_THREADS)
+    return _same_bits(prepared, backend, THREAD_INVARIANCE, (one, two), ("1-thread", "2-thread"),
+                      "2 threads differ from 1 thread", "bitwise equal at 1 and 2 threads")
+
+
+def _same_bits(prepared: Prepared, backend: Backend, check: str, requests, labels, differs: str,
+               equal: str) -> Result:
+    """A check that two runs of one backend return bitwise the same outputs (those the first requests)."""
     result = new_result(prepared, backend.name)
-    result.check = THREAD_INVARIANCE
-    one, two = (_run(backend, dataclasses.replace(request_for(prepared, n), force_split=True))
-                for n in INVARIANCE_THREADS)
-    for n, outcome in zip(INVARIANCE_THREADS, (one, two)):
+    result.check = check
+    outcomes = [_run(backend, r) for r in requests]
+    for label, outcome in zip(labels, outcomes):
         if not isinstance(outcome, Outputs):
-            _not_run(result, f"thread_invariance: the {n}-thread run ", outcome)
+            _not_run(result, f"{check}: the {label} run ", outcome)
             return result
-    names = [o.name for o in prepared.case.spec.outputs]
-    problems = [f"{name}: {difference}" for name, a, b in zip(names, one.values, two.values)
-                if (a is not None or b is not None) and (difference := _bitwise_difference(a, b, "1-thread", "2-thread"))]
-    compared = [name for name, a in zip(names, one.values) if a is not None]
+    problems, same = [], []
+    for out, wanted, a, b in zip(prepared.case.spec.outputs, requests[0].outputs, outcomes[0].values,
+                                 outcomes[1].values):
+        if not wanted:
+            continue
+        difference = _bitwise_difference(a, b, *labels)
+        (problems.append(f"{out.name}: {difference}") if difference else same.append(out.name))
     if problems:
         result.status, result.failure = "fail", "wrong_values"
-        result.detail = "thread_invariance: 2 threads differ from 1 thread: " + " | ".join(problems)
+        result.detail = f"{check}: {differs}: " + " | ".join(problems)
     else:
-        result.detail = f"thread_invariance: {', '.join(compared)} bitwise equal at 1 and 2 threads"
+        result.detail = f"{check}: {', '.join(same)} {equal}"
     return result
 
 
@@ -176,8 +169,7 @@ def _not_run(result: Result, what: str, outcome: Outcome) -> None:
         result.detail = what + f"was rejected: {getattr(outcome, 'message', outcome)}"
 
 
-def _bitwise_difference(a: np.ndarray | None, b: np.ndarray | None, first: str = "subset",
-                        second: str = "full") -> str | None:
+def _bitwise_difference(a: np.ndarray | None, b: np.ndarray | None, first: str, second: str) -> str | None:
     """None when a and b have the same dtype, shape and bytes; else what differs."""
     if a is None or b is None:
         return f"{first if a is None else second} run did not return it"
