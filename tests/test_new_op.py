@@ -15,7 +15,8 @@ import yaml
 from conftest import REPO, SPECS
 from harness.backends import openmp_lib
 from harness.cli import main
-from harness.codegen.scaffold import is_stub, missing_items, snake
+from harness.codegen.scaffold import snake
+from harness.spec.unfinished import is_stub, missing_items
 
 SQUARE = '''import numpy as np
 

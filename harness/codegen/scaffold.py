@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.spec.unfinished import TODO, is_stub, missing_items, stub_problems  # noqa: F401 (used by tests and new_op)
+from harness.spec.unfinished import missing_items
 
 TEMPLATES = Path(__file__).parent / "templates"
 
