@@ -39,6 +39,14 @@ static const char *const GRUG_OUT[] = {"dX", "dW", "dR", "dB", "dH0"};
 static const char *const GRU_ATTR[] = {"hidden_size", "direction", "activations", "activation_alpha",
                                        "activation_beta", "clip", "linear_before_reset", "layout"};
 
+/* LayerNorm / RMSNorm gradients: float16 computed in float32; statistics float32 or float64 */
+static const int32_t DT_LN[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16};
+static const char *const LN_IN[] = {"Y_grad", "X", "scale", "mean", "inv_std_var"};
+static const char *const RMS_IN[] = {"Y_grad", "X", "scale", "inv_std_var"};
+static const uint8_t REQ4[] = {0, 0, 0, 0};
+static const uint8_t REQ5[] = {0, 0, 0, 0, 0};
+static const char *const LN_OUT[] = {"X_grad", "scale_grad", "bias_grad"};
+
 #define EW(NAME, IN, NIN, REQ, ATTRS, NATTR, DTS, NDT, NOTES, PREP, EXEC)                         \
     {{NAME, NIN, IN, REQ, 1, OUT_DX, NDT, DTS, NATTR, ATTRS, NOTES}, PREP, EXEC}
 
@@ -85,6 +93,12 @@ static const opc_op_entry OPS[] = {
     {{"GRUGrad", 10, GRUG_IN, GRUG_OPT, 5, GRUG_OUT, 2, DT_F32_F64, 8, GRU_ATTR,
       "as GRUTraining; missing B, initial_h, grad_HAll, grad_Ht count as zeros"},
      opc_prep_gru_grad, opc_exec_gru_grad},
+    {{"LayerNormalizationGrad", 5, LN_IN, REQ5, 3, LN_OUT, 3, DT_LN, 1, ATTR_AXIS,
+      "rows = dims from axis (default -1) on; mean / inv_std_var one per row, float32 or float64"},
+     opc_prep_layernorm_grad, opc_exec_layernorm_grad},
+    {{"SimplifiedLayerNormalizationGrad", 4, RMS_IN, REQ4, 2, LN_OUT, 3, DT_LN, 1, ATTR_AXIS,
+      "RMSNorm; rows = dims from axis (default -1) on; inv_std_var one per row, float32 or float64"},
+     opc_prep_rmsnorm_grad, opc_exec_layernorm_grad},
 };
 
 #define N_OPS ((int32_t)(sizeof(OPS) / sizeof(OPS[0])))

@@ -27,4 +27,8 @@ int32_t opc_prep_gru_train(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_gru_train(opc_call *c, const void *plan, opc_tensor *outs);
 int32_t opc_prep_gru_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_gru_grad(opc_call *c, const void *plan, opc_tensor *outs);
+
+int32_t opc_prep_layernorm_grad(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_prep_rmsnorm_grad(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_exec_layernorm_grad(opc_call *c, const void *plan, opc_tensor *outs);
 #endif

@@ -40,6 +40,20 @@ def _add_spec_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--specs", type=Path, help="spec directory (default: ./specs or $OPCONFORM_SPECS)")
     p.add_argument("--max-case-memory", type=_size, metavar="SIZE",
                    help="budget for one case's tensors, checked when the specs load (default 1GiB; e.g. 4GiB)")
+    p.add_argument("--waivers", type=Path, action="append", metavar="FILE",
+                   help="also load this waivers file (a team's own, for its backend; repeatable); "
+                        "specs/_waivers/*.yaml always load")
+
+
+BACKEND_NAMES_HELP = (f"built in: {', '.join(registry.FACTORIES)}; installed plugins (entry-point group "
+                      "opconform.backends); onnx-backend:MODULE[@DEVICE] (any ONNX backend API module); "
+                      "command backends defined with --command-backend")
+
+
+def _add_command_backend_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--command-backend", action="append", metavar="NAME=TEMPLATE", default=[],
+                   help="define a backend that runs a command per case (repeatable), e.g. "
+                        "my-gelu='./gelu_grad {model} {inputs} {outputs}' (see docs/bring-your-own-backend.md)")
 
 
 def _size(text: str) -> int:
@@ -63,9 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_option(p)
     p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs, e.g. 'ReluGrad,*Gelu*'")
     p.add_argument("--backends", type=_comma_list,
-                   help=f"comma-separated backends (known: {', '.join(registry.FACTORIES)}; "
-                        f"default: {', '.join(registry.DEFAULT)} where available; "
-                        f"{', '.join(registry.EXPECTED)} are expected: one unavailable fails the verdict)")
+                   help=f"comma-separated backends ({BACKEND_NAMES_HELP}; default: {', '.join(registry.DEFAULT)}, "
+                        f"installed plugins and defined command backends, where available; "
+                        f"{', '.join(registry.EXPECTED)} are expected: one unavailable fails the verdict; "
+                        "every backend named here must be available)")
+    _add_command_backend_option(p)
     p.add_argument("--allow-missing-backends", action="store_true",
                    help="an unavailable expected backend is recorded, not a failed verdict")
     p.add_argument("--tier", choices=TIERS, default="ci", help="smoke (seconds) < ci (the gate) < nightly")
@@ -110,16 +126,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_option(p)
     p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs (default: all)")
     p.add_argument("--backends", type=_comma_list,
-                   help=f"comma-separated backends (default: all known: {', '.join(registry.FACTORIES)})")
+                   help=f"comma-separated backends ({BACKEND_NAMES_HELP}; default: all built in, installed and defined)")
+    _add_command_backend_option(p)
     p.add_argument("--dtypes", type=_comma_list, help="comma-separated dtypes (default: float32,float64,float16,bfloat16)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the matrix as JSON rows to FILE")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds before a probe counts as a hang")
     p.set_defaults(func=cmd_probe)
 
+    p = sub.add_parser("inventory", help="every training op of onnxruntime-training 1.19.2: runs on CPU? has a spec?")
+    _add_spec_option(p)
+    p.add_argument("--ops", type=_comma_list, help="comma-separated op names (default: every op in the table)")
+    p.add_argument("--no-ort", action="store_true", help="skip the CPU check (table and specs only)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table (the README's Coverage section)")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds before one op's check counts as a hang")
+    p.set_defaults(func=cmd_inventory)
+
     p = sub.add_parser("run-onnx", help="run ONNX backend-test directories (model.onnx + test_data_set_N)")
     _add_spec_option(p)
     p.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
-    p.add_argument("--backend", required=True, help=f"one of {', '.join(registry.FACTORIES)}")
+    p.add_argument("--backend", required=True, help=f"a backend ({BACKEND_NAMES_HELP})")
+    _add_command_backend_option(p)
     p.add_argument("--write-outputs", type=Path, metavar="OUT", help="write the backend's outputs as output_K.pb here")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--timeout", type=float, default=20.0)
@@ -139,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="directory (default: generated_tests/ beside the spec directory)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every stale file")
     p.set_defaults(func=cmd_gen_tests)
+
+    p = sub.add_parser("gen-docs", help="write docs/spec-fields.md, every spec field, from the spec model")
+    p.add_argument("--out", type=Path, help="file (default: docs/spec-fields.md in the checkout)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page is stale")
+    p.set_defaults(func=cmd_gen_docs)
 
     p = sub.add_parser("merge", help="merge run directories (CI shards) into one, with the gate's verdict")
     _add_spec_option(p)
@@ -168,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME", help="the op's name, e.g. SquareGrad")
     p.add_argument("--like", metavar="EXISTING", help="start from a copy of this op's spec")
     p.add_argument("--domain", default="com.microsoft")
+    p.add_argument("--inputs", type=_comma_list, metavar="NAMES",
+                   help="comma-separated input names, e.g. dY,X,scale (d*: grad_output, others: forward_input)")
+    p.add_argument("--outputs", type=_comma_list, metavar="NAMES", help="comma-separated output names, e.g. dX,dscale")
+    p.add_argument("--from-schema", action="store_true",
+                   help="take inputs, outputs, attributes and types from onnxruntime-training 1.19.2's schema of NAME "
+                        "(harness/data/ort_training_ops.yaml)")
     p.set_defaults(func=cmd_new_op)
     return parser
 
@@ -185,7 +223,8 @@ def load(args):
     from harness.run.catalog import load as load_catalog
     from harness.core.spec_checks import DEFAULT_MAX_CASE_BYTES
 
-    return load_catalog(args.specs, max_case_bytes=getattr(args, "max_case_memory", None) or DEFAULT_MAX_CASE_BYTES)
+    return load_catalog(args.specs, waiver_files=getattr(args, "waivers", None) or (),
+                        max_case_bytes=getattr(args, "max_case_memory", None) or DEFAULT_MAX_CASE_BYTES)
 
 
 def cmd_validate(args) -> int:
@@ -224,15 +263,14 @@ def cmd_run(args) -> int:
     from harness.run.runner import RunOptions, print_summary, run
 
     for name in args.backends or []:
-        if name not in registry.FACTORIES:
-            raise UsageError(f"unknown backend '{name}'; known: {', '.join(registry.FACTORIES)}")
+        registry.check(name)
     from harness.backends.worker import prestart
 
-    prestart(registry.FACTORIES[name] for name in args.backends or registry.DEFAULT)  # imports overlap the loading
+    prestart(registry.worker_classes(args.backends or registry.DEFAULT))  # imports overlap the loading
     catalog = load(args)
     options = RunOptions(ops=args.ops, backends=args.backends, tier=args.tier, cases=args.cases, seed=args.seed,
                          threads=args.threads, timeout=args.timeout, out=args.out, progress=args.progress,
-                         allow_missing_backends=args.allow_missing_backends)
+                         allow_missing_backends=args.allow_missing_backends, waiver_files=args.waivers or [])
     outcome = run(catalog, options)
     print_summary(outcome)
     if args.report:
@@ -299,10 +337,9 @@ def cmd_probe(args) -> int:
 
     from harness.run import probe
 
-    names = args.backends or list(registry.FACTORIES)
+    names = args.backends or registry.known()
     for name in names:
-        if name not in registry.FACTORIES:
-            raise UsageError(f"unknown backend '{name}'; known: {', '.join(registry.FACTORIES)}")
+        registry.check(name)
     for dtype in args.dtypes or []:
         if dtype not in dtypes.FLOATS:
             raise UsageError(f"unknown dtype '{dtype}'; known: {', '.join(dtypes.FLOATS)}")
@@ -320,11 +357,29 @@ def cmd_probe(args) -> int:
     return EXIT_OK
 
 
+def cmd_inventory(args) -> int:
+    from harness.run import inventory
+
+    catalog = load(args)
+    backend = None if args.no_ort else registry.create("ort", timeout=args.timeout)
+    try:
+        rows = inventory.rows(catalog.specs, backend, only=args.ops)
+    finally:
+        if backend is not None:
+            backend.close()
+    if args.json:
+        print(inventory.format_json(rows))
+    elif args.markdown:
+        print(inventory.format_markdown(rows))
+    else:
+        print(inventory.format_text(rows))
+    return EXIT_OK
+
+
 def cmd_run_onnx(args) -> int:
     from harness.run.onnx_data import run_dirs
 
-    if args.backend not in registry.FACTORIES:
-        raise UsageError(f"unknown backend '{args.backend}'; known: {', '.join(registry.FACTORIES)}")
+    registry.check(args.backend)
     catalog = load(args)
     return EXIT_OK if run_dirs(catalog, args.dirs, args.backend, args.write_outputs, args.threads,
                                args.timeout) else EXIT_FAILED
@@ -364,6 +419,20 @@ def cmd_gen_tests(args) -> int:
     for name in changes.removed:
         print(f"removed {out / name} (its spec is gone)")
     print(f"{len(changes.written)} written, {len(changes.removed)} removed, {len(changes.unchanged)} unchanged in {out}")
+    return EXIT_OK
+
+
+def cmd_gen_docs(args) -> int:
+    from harness.codegen import gen_docs
+
+    out = args.out or gen_docs.DEFAULT_PATH
+    if args.check:
+        if gen_docs.stale(out):
+            print(f"{out} is stale: run `opconform gen-docs`", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"{out} is up to date")
+        return EXIT_OK
+    print(f"{'wrote' if gen_docs.write(out) else 'unchanged:'} {out}")
     return EXIT_OK
 
 
@@ -427,8 +496,23 @@ def cmd_new_op(args) -> int:
     from harness.core.spec_loader import default_root, shown
 
     root = Path(args.specs or default_root())
+    chosen = [flag for flag, on in (("--like", args.like), ("--inputs/--outputs", args.inputs or args.outputs),
+                                    ("--from-schema", args.from_schema)) if on]
+    if len(chosen) > 1:
+        raise UsageError(f"new-op: use one of {', '.join(chosen)}")
     try:
-        made = scaffold.new_op(root, args.name, like=args.like, domain=args.domain)
+        signature, domain = None, args.domain
+        if args.from_schema:
+            from harness.data import ort_op
+
+            try:
+                entry = ort_op(args.name)
+            except KeyError as e:
+                raise scaffold.ScaffoldError(f"--from-schema: {e.args[0]}") from None
+            signature, domain = scaffold.Signature.from_schema(entry), entry["domain"] or "ai.onnx"
+        elif args.inputs or args.outputs:
+            signature = scaffold.Signature.from_names(args.inputs or [], args.outputs or [])
+        made = scaffold.new_op(root, args.name, like=args.like, domain=domain, signature=signature)
     except scaffold.ScaffoldError as e:
         raise UsageError(str(e)) from None
     print(f"wrote {shown(made.spec)} ({len(made.todo)} value(s) marked TODO)")
@@ -447,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
+        for definition in getattr(args, "command_backend", []):
+            registry.define_command(definition)
         return args.func(args)
     except SpecError as e:
         for problem in e.problems:

@@ -4,6 +4,7 @@
 None means the ONNX default (kernel_shape from W, strides and dilations 1, pads 0, group 1, NOTSET).
 Pads are ONNX-ordered: all begins, then all ends.
 """
+import math
 from typing import NamedTuple
 
 from reference.forward.gru import gru_shapes
@@ -175,3 +176,24 @@ def gru_case_shapes(params):
     if not params.get("with_sequence_lens"):
         shapes["sequence_lens"] = None
     return shapes
+
+
+def layer_norm_row_shape(shapes, context):
+    """scale's (and LayerNormalization's B's) shape: X's dims from `axis` on; X's own shape if axis is out of range
+    (an invalid case the axis check reports)."""
+    x = tuple(shapes["X"])
+    axis = int(context.get("axis", -1))
+    return x[axis % len(x):] if x and -len(x) <= axis < len(x) else x
+
+
+def layer_norm_stats_check(shapes, attrs):
+    """valid_if for the LayerNorm gradients: each saved statistic (mean, inv_std_var) holds one value per row."""
+    x = tuple(shapes["X"])
+    axis = int(attrs.get("axis", -1))
+    if not -len(x) <= axis < len(x):
+        return None  # the axis check reports it
+    rows = math.prod(x[: axis % len(x)])
+    for name in ("mean", "inv_std_var"):
+        if shapes.get(name) is not None and math.prod(shapes[name]) != rows:
+            return f"{name} has {math.prod(shapes[name])} elements; one per row of X ({rows}) needed"
+    return None

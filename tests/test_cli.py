@@ -36,8 +36,8 @@ def test_same_run_same_results_file(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "--ops", "ReluGard"], "opconform: error: unknown op 'ReluGard'; did you mean 'ReluGrad'?"),
-    (["run", "--backends", "onnxruntime"], "opconform: error: unknown backend 'onnxruntime'; known:"),
-    (["run-onnx", "x", "--backend", "cuda"], "opconform: error: unknown backend 'cuda'; known:"),
+    (["run", "--backends", "onnxruntime"], "opconform: error: unknown backend 'onnxruntime' (known: reference, openmp, ort, ort-cuda); or onnx-backend:MODULE"),
+    (["run-onnx", "x", "--backend", "cuda"], "opconform: error: unknown backend 'cuda'; did you mean 'ort-cuda'? (known: "),
     (["run", "--specs", "/nonexistent"], "opconform: spec error: /nonexistent: no such spec directory"),
 ])
 def test_usage_errors_are_one_line_with_exit_2(capsys, argv, message):

@@ -172,3 +172,72 @@ def test_stub_detection_and_names():
     assert is_stub(stub) and not is_stub(written)
     assert [snake(n) for n in ("SoftmaxGrad_13", "BiasGeluGrad_dX", "GRUGrad", "Conv2DGrad")] == \
         ["softmax_grad_13", "bias_gelu_grad_dx", "gru_grad", "conv2d_grad"]
+
+
+def _only_still_missing(spec_path: Path, capsys) -> list[str]:
+    """validate's lines for the scaffold: every one a TODO still missing (the file parses and checks)."""
+    assert main(["validate", "--specs", str(spec_path.parents[1])]) == 1
+    lines = [line for line in capsys.readouterr().err.strip().splitlines()[:-1] if line.startswith(str(spec_path))]
+    assert lines and all(": still missing: " in line for line in lines), lines
+    return [line.split(": ")[1] for line in lines]
+
+
+def test_from_schema_takes_the_signature_from_the_ort_table(project, capsys):
+    from harness.data import ort_op
+
+    specs = project / "specs"
+    assert main(["new-op", "LayerNormalizationGrad", "--from-schema", "--specs", str(specs)]) == 0
+    capsys.readouterr()
+    spec_path = specs / "com.microsoft" / "LayerNormalizationGrad.yaml"
+    data = yaml.safe_load(spec_path.read_text())
+    entry = ort_op("LayerNormalizationGrad")
+    assert [(i["name"], i["type"]) for i in data["inputs"]] == [(i["name"], i["type"]) for i in entry["inputs"]]
+    assert [o["name"] for o in data["outputs"]] == ["X_grad", "scale_grad", "bias_grad"]
+    assert data["attributes"] == {"axis": {"type": "int", "default": -1}}
+    assert {k: v["types"] for k, v in data["type_constraints"].items()} == entry["type_constraints"]
+    assert data["inputs"][0]["role"] == "grad_output" and data["inputs"][0]["grad_of"] == "Y"
+    assert data["outputs"][0]["grad_of"] == "X"
+    stub = (project / "reference" / "ops" / "layer_normalization_grad.py").read_text()
+    assert "def layer_normalization_grad(Y_grad, X, scale, mean, inv_std_dev, *, axis):" in stub
+    missing = _only_still_missing(spec_path, capsys)
+    # only what the table cannot say is left: the op's prose, forward op, references, descriptions
+    assert {"summary", "formula", "references[0]", "forward.op", "forward.reference"} <= set(missing)
+    assert not any(m.startswith(("attributes", "cases")) for m in missing)
+
+
+def test_from_schema_bool_inputs_get_a_mask_generator(project, capsys):
+    specs = project / "specs"
+    assert main(["new-op", "DropoutGrad", "--from-schema", "--specs", str(specs)]) == 0
+    data = yaml.safe_load((specs / "com.microsoft" / "DropoutGrad.yaml").read_text())
+    assert data["type_constraints"]["T2"]["types"] == ["bool"]
+    assert data["cases"]["inputs"]["mask"] == {"kind": "mask", "keep": 0.5}
+    assert [i.get("optional", False) for i in data["inputs"]] == [False, False, True, True]
+    capsys.readouterr()
+    _only_still_missing(specs / "com.microsoft" / "DropoutGrad.yaml", capsys)
+
+
+def test_inputs_and_outputs_any_signature(project, capsys):
+    specs = project / "specs"
+    assert main(["new-op", "ScaleGrad", "--inputs", "dY,X,scale", "--outputs", "dX,dscale", "--specs", str(specs)]) == 0
+    capsys.readouterr()
+    spec_path = specs / "com.microsoft" / "ScaleGrad.yaml"
+    text = spec_path.read_text()
+    data = yaml.safe_load(text)
+    assert [(i["name"], i["role"]) for i in data["inputs"]] == [
+        ("dY", "grad_output"), ("X", "forward_input"), ("scale", "forward_input")]
+    assert [(o["name"], o.get("grad_of")) for o in data["outputs"]] == [("dX", "X"), ("dscale", "scale")]
+    assert "role guessed from the name" in text  # the guess is said where it is made
+    assert "def scale_grad(dY, X, scale):" in (project / "reference" / "ops" / "scale_grad.py").read_text()
+    _only_still_missing(spec_path, capsys)
+
+
+def test_signature_options_are_checked(project, capsys):
+    specs = project / "specs"
+    assert main(["new-op", "NoSuchGrad", "--from-schema", "--specs", str(specs)]) == 2
+    assert "'NoSuchGrad' is not in ort_training_ops.yaml" in capsys.readouterr().err
+    assert main(["new-op", "XGrad", "--inputs", "dY", "--like", "TanhGrad", "--specs", str(specs)]) == 2
+    assert "use one of --like, --inputs/--outputs" in capsys.readouterr().err
+    assert main(["new-op", "XGrad", "--inputs", "dY,X", "--specs", str(specs)]) == 2
+    assert "--inputs and --outputs each need at least one name" in capsys.readouterr().err
+    assert main(["new-op", "AdamWOptimizer", "--from-schema", "--specs", str(specs)]) == 2
+    assert "is a sequence or variadic" in capsys.readouterr().err

@@ -183,6 +183,14 @@ def test_repro_command_carries_the_run_flags(tmp_path):
     assert default == "opconform run --ops ReluGrad --backends ort --cases float32-basic/shape=7"
 
 
+def test_repro_command_defines_the_command_backend_and_loads_the_team_waivers(tmp_path):
+    template = "sh run.sh {inputs} {outputs}"
+    flags = run_flags({"command_backends": {"relu-sh": template}, "waiver_files": ["/team/waivers.yaml"]}, None)
+    argv = shlex.split(command("ReluGrad", "relu-sh", "float32", "basic/shape=7", "smoke", flags))
+    assert argv[argv.index("--command-backend") + 1] == f"relu-sh={template}"
+    assert argv[argv.index("--waivers") + 1] == "/team/waivers.yaml"
+
+
 def test_worst_cases_put_unexpected_statuses_first_then_tolerance_used():
     records = [raw(case="a", budget=0.5), raw(case="b", budget=0.9), raw(case="c", status="fail", budget=3.0),
                raw(case="d", status="unsupported", budget=None), raw(case="e", status="crashed", budget=None)]

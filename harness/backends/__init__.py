@@ -1,5 +1,17 @@
-"""Backend registry: the names the CLI and the specs use, and how to make each backend."""
+"""Backend registry: the names the CLI, the pytest suite and the specs use, and how to make each backend.
+
+Four kinds of name:
+- built in: reference, openmp, ort, ort-cuda (FACTORIES);
+- plugins: installed packages in the `opconform.backends` entry-point group (harness.backends.plugin);
+- `onnx-backend:MODULE[@DEVICE]`: any module implementing the ONNX backend API (harness.backends.onnx_backend);
+- command backends: NAME=TEMPLATE defined for this process with define_command (harness.backends.command).
+
+Only the built-in EXPECTED backends fail a verdict by being unavailable, unless the user names
+another one to run (then it must be available too).
+"""
 from __future__ import annotations
+
+import re
 
 from harness.backends.base import Backend
 from harness.backends.openmp import OpenmpBackend
@@ -17,13 +29,94 @@ DEFAULT = ("reference", "openmp", "ort", "ort-cuda")
 # The backends the gate exists to check: one unavailable fails the verdict (a broken build must not
 # pass as green) unless the user leaves it out on purpose (harness.run.rundir.missing_expected).
 EXPECTED = ("reference", "openmp", "ort")
+ONNX_BACKEND = "onnx-backend:"
+NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")  # plugin and command backend names
+
+_commands: dict[str, str] = {}  # name -> template, defined by --command-backend for this process
 
 
 class UnknownBackend(ValueError):
     pass
 
 
+def plugins() -> list[str]:
+    from harness.backends.plugin import discover
+
+    return [name for name in discover() if name not in FACTORIES]
+
+
+def commands() -> dict[str, str]:
+    return dict(_commands)
+
+
+def define_command(definition: str) -> str:
+    """Register NAME=TEMPLATE as a command backend for this process; returns NAME. A bad name or
+    template raises UnknownBackend with the reason."""
+    from harness.backends.command import CommandBackend
+
+    name, sep, template = definition.partition("=")
+    name = name.strip()
+    if not sep or not template.strip():
+        raise UnknownBackend(f"command backend {definition!r}: write NAME=TEMPLATE, e.g. "
+                             "my-gelu='./gelu_grad {model} {inputs} {outputs}'")
+    if not NAME.match(name):
+        raise UnknownBackend(f"command backend name {name!r}: use letters, digits, '-', '_' and '.', starting with a letter")
+    if name in FACTORIES or name in plugins() or name.startswith(ONNX_BACKEND):
+        raise UnknownBackend(f"command backend name {name!r} is already a backend; choose another")
+    try:
+        CommandBackend(label=name, template=template)
+    except ValueError as e:
+        raise UnknownBackend(f"command backend {name}: {e}") from None
+    _commands[name] = template
+    return name
+
+
+def known() -> list[str]:
+    """Every backend name usable here, built-ins first (onnx-backend:MODULE names are open-ended)."""
+    return [*FACTORIES, *plugins(), *_commands]
+
+
+def defaults() -> list[str]:
+    """What runs when no backend is named: the built-in defaults, installed plugins, defined commands."""
+    return [*DEFAULT, *plugins(), *_commands]
+
+
+def check(name: str) -> None:
+    """Raise UnknownBackend (with what is known and the syntax) unless `name` can be created."""
+    if name in FACTORIES or name in _commands or name in plugins():
+        return
+    if name.startswith(ONNX_BACKEND):
+        from harness.backends.onnx_backend import parse
+
+        try:
+            parse(name)
+        except ValueError as e:
+            raise UnknownBackend(str(e)) from None
+        return
+    from harness.core.spec_checks import unknown_name
+
+    raise UnknownBackend(unknown_name("backend", name, known()) + f"; or {ONNX_BACKEND}MODULE for a module implementing "
+                         "the ONNX backend API, or a command backend defined with --command-backend NAME=TEMPLATE")
+
+
 def create(name: str, threads: int = 1, timeout: float = 20.0) -> Backend:
-    if name not in FACTORIES:
-        raise UnknownBackend(f"unknown backend '{name}'; known: {', '.join(FACTORIES)}")
-    return FACTORIES[name](threads=threads, timeout=timeout)
+    check(name)
+    if name in FACTORIES:
+        return FACTORIES[name](threads=threads, timeout=timeout)
+    if name in _commands:
+        from harness.backends.command import CommandBackend
+
+        return CommandBackend(threads=threads, timeout=timeout, label=name, template=_commands[name])
+    if name.startswith(ONNX_BACKEND):
+        from harness.backends.onnx_backend import OnnxBackendAdapter, parse
+
+        module, device, kwargs = parse(name)
+        return OnnxBackendAdapter(threads=threads, timeout=timeout, module=module, device=device, prepare_kwargs=kwargs)
+    from harness.backends.plugin import PluginBackend
+
+    return PluginBackend(threads=threads, timeout=timeout, entry=name)
+
+
+def worker_classes(names) -> list[type]:
+    """The built-in backend classes among `names` (their worker templates can start early)."""
+    return [FACTORIES[n] for n in names if n in FACTORIES]

@@ -50,6 +50,10 @@ class Unsupported:
 class Crashed:
     signal: str  # e.g. SIGSEGV, or "exit 3"
     detail: str = ""  # the tail of the worker's stderr
+    cause: str = ""  # what happened, when not "worker killed by <signal>" (a command backend's own words)
+
+    def describe(self) -> str:
+        return (self.cause or f"worker killed by {self.signal}") + (f": {self.detail}" if self.detail else "")
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ GATING_STATUSES = ("not_registered", "no_kernel", "unavailable")  # cases are re
 class Support:
     """A backend's capability for one (op, dtype): see harness.run.probe."""
     status: str  # one of SUPPORT_STATUSES
-    how: str = ""  # when supported: kernel, function_body, cast+kernel, cast+function_body, reference, assumed
+    how: str = ""  # when supported: kernel, function_body, cast+kernel, cast+function_body, reference, assumed, declared (a plugin's `ops`)
     reason: str = ""  # the evidence, or why not
 
     @property
@@ -85,6 +89,9 @@ class Backend:
     THREAD_INVARIANT = False  # True: outputs are bitwise the same at any thread count (checked per case)
     timeout: float = 20.0
     name: str = field(default="", init=False)
+    # Another backend whose spec `known_divergences` also apply here because it runs the same kernels
+    # (onnxruntime reached through its ONNX backend API on CPU is `ort`'s kernels): None for most.
+    divergences_from: str | None = field(default=None, init=False)
 
     def availability(self) -> str | None:
         """None when the backend can run here, else the reason it cannot."""

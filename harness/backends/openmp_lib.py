@@ -57,6 +57,7 @@ _DTYPE_CODES: dict[np.dtype, int] = {
     np.dtype(np.float32): 1,
     np.dtype(np.int32): 6,
     np.dtype(np.int64): 7,
+    np.dtype(np.bool_): 9,  # ONNX's codes; a kernel that takes no bool rejects it as UNSUPPORTED_DTYPE
     np.dtype(np.float16): 10,
     np.dtype(np.float64): 11,
     np.dtype(ml_dtypes.bfloat16): 16,

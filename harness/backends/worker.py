@@ -154,10 +154,13 @@ class WorkerBackend(Backend):
             self._worker = IsolatedWorker(self.HANDLER, self.timeout, preload=self.PRELOAD)
         return self._worker
 
+    def info_request(self) -> dict:
+        return {"call": "info"}
+
     def info(self) -> dict:
         if self._info is None:
             try:
-                reply = self.worker.call({"call": "info"}, timeout=60)
+                reply = self.worker.call(self.info_request(), timeout=60)
             except HandlerError as e:
                 reply = {"error": str(e)}
             if isinstance(reply, (Crashed, TimedOut)):

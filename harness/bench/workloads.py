@@ -213,9 +213,47 @@ def _gru(op: str, size: str, seq: int, batch: int, isize: int, hidden: int) -> W
 GRU = (("small", 8, 4, 64, 64), ("medium", 32, 16, 128, 128), ("large", 64, 32, 256, 256))
 
 
+# ---- LayerNorm / RMSNorm gradients ------------------------------------------------------------
+
+def _layer_norm(op: str, size: str, rows: int, width: int) -> Workload:
+    from reference.forward.layer_norm import layer_normalization, simplified_layer_normalization
+
+    simplified = op.startswith("Simplified")
+
+    def make(rng):
+        x, scale = _normal(rng, rows, width), (1.0 + 0.1 * _normal(rng, width)).astype(np.float32)
+        if simplified:
+            _, inv = simplified_layer_normalization(x, scale)
+            return [_normal(rng, rows, width), x, scale, inv.astype(np.float32)]
+        _, mean, inv = layer_normalization(x, scale, np.zeros(width, np.float32))
+        return [_normal(rng, rows, width), x, scale, mean.astype(np.float32), inv.astype(np.float32)]
+
+    def peer(inputs):
+        import torch
+
+        if not simplified:  # ATen's own LayerNorm backward kernel, all three gradients
+            dy, x, scale, mean, inv = _t(*inputs)
+            bias = torch.zeros_like(scale)
+            return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [width], mean, inv, scale, bias,
+                                                                      [True, True, True])
+        # RMSNorm: torch.nn.functional.rms_norm's backward under autograd (forward built once, outside the timing)
+        dy, x, scale, _ = _t(*inputs)
+        x, scale = x.requires_grad_(True), scale.requires_grad_(True)
+        y = torch.nn.functional.rms_norm(x, [width], scale, eps=1e-5)
+        return lambda: torch.autograd.grad(y, (x, scale), dy, retain_graph=True)
+
+    # bytes: dY and X read, X_grad written (the row-sized scale and statistics are small)
+    return Workload(op, size, f"{rows}x{width} axis -1", make, {"axis": -1}, bytes=3 * rows * width * F32,
+                    torch=peer)
+
+
+LAYER_NORM_OPS = ("LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad")
+LAYER_NORM_SIZES = (("small", 64, 128), ("medium", 1024, 1024), ("large", 8192, 1024))
+
 WORKLOADS: list[Workload] = [
     *(_elementwise(op, size, n) for op in ELEMENTWISE_OPS for size, n in ELEMENTWISE_SIZES.items()),
     *(_softmax(op, size, shape, axis) for op in SOFTMAX_OPS for size, shape, axis in SOFTMAX_SIZES),
     *(_conv(*args) for args in CONV),
     *(_gru(op, *args) for op in ("GRUTraining", "GRUGrad") for args in GRU),
+    *(_layer_norm(op, size, rows, width) for op in LAYER_NORM_OPS for size, rows, width in LAYER_NORM_SIZES),
 ]

@@ -47,8 +47,11 @@ def _render(template: str, **values) -> str:
     return env.get_template(template).render(**values)
 
 
-def new_op(root: Path, name: str, like: str | None = None, domain: str = "com.microsoft") -> Scaffolded:
-    """Write specs/<domain>/<name>.yaml and reference/ops/<snake>.py beside root; never overwrite."""
+def new_op(root: Path, name: str, like: str | None = None, domain: str = "com.microsoft",
+           signature: "Signature | None" = None) -> Scaffolded:
+    """Write specs/<domain>/<name>.yaml and reference/ops/<snake>.py beside root; never overwrite.
+    signature: the inputs, outputs, attributes and types to scaffold (Signature.from_names /
+    from_schema); default dY, X -> dX, like ReluGrad."""
     from harness.core.spec_loader import load_spec, read_yaml
 
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -80,8 +83,9 @@ def new_op(root: Path, name: str, like: str | None = None, domain: str = "com.mi
         attributes = list(base.attributes)
         outputs = [o.name for o in base.outputs]
     else:
-        text = _render("new_op.yaml.j2", op=name, domain=domain, reference=dotted)
-        inputs, attributes, outputs = ["dY", "X"], [], ["dX"]
+        sig = signature or Signature.default()
+        text = _render("new_op.yaml.j2", op=name, domain=domain, reference=dotted, sig=sig)
+        inputs, attributes, outputs = [i["name"] for i in sig.inputs], list(sig.attributes), [o["name"] for o in sig.outputs]
 
     signature = ", ".join(inputs) + (", *, " + ", ".join(attributes) if attributes else "")
     returns = ("Return " + (outputs[0] if len(outputs) == 1 else f"({', '.join(outputs)})")
@@ -92,6 +96,155 @@ def new_op(root: Path, name: str, like: str | None = None, domain: str = "com.mi
     spec_path.write_text(text)
     ref_path.write_text(stub)
     return Scaffolded(spec_path, ref_path, missing_items(yaml.safe_load(text)))
+
+
+FLOAT_TYPES = ["float32", "float64", "float16", "bfloat16"]
+SPEC_DTYPES = set(FLOAT_TYPES) | {"int32", "int64", "bool"}
+ROLE_GUESS = "role guessed from the name (d*/*_grad: grad_output, others: forward_input); check it"
+
+
+def _is_grad(name: str) -> bool:
+    return bool(re.match(r"d[A-Z0-9_]|d[a-z]$", name)) or name.endswith("_grad")
+
+
+def _grad_of(name: str) -> str:
+    return name[:-len("_grad")] if name.endswith("_grad") else name[1:]
+
+
+@dataclass
+class Signature:
+    """What new-op scaffolds: type constraints, inputs, outputs (dicts with name, type, option,
+    comment) and attributes (name -> {type, default | required}), plus header notes."""
+    type_constraints: dict
+    inputs: list
+    outputs: list
+    attributes: dict
+    origin: str = "a gradient op taking the incoming gradient and the forward op's input, like ReluGrad"
+    notes: tuple = ()
+    dtypes: tuple = ()           # the cases' dtypes: the first input's float types
+    forward_inputs: tuple = ()
+    forward_outputs: tuple = ()
+    guessed: bool = True         # roles and shapes guessed from names: say so in comments
+
+    @classmethod
+    def default(cls) -> "Signature":
+        sig = cls._build({"T": FLOAT_TYPES}, [{"name": "dY", "type": "T"}, {"name": "X", "type": "T"}],
+                         [{"name": "dX", "type": "T"}], {}, guessed=False)
+        sig.inputs[1]["generator"] = "{distribution: normal, std: 2.0}"
+        return sig
+
+    @classmethod
+    def from_names(cls, inputs: list[str], outputs: list[str]) -> "Signature":
+        for name in inputs + outputs:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ScaffoldError(f"'{name}' is not an input or output name: use letters, digits and _")
+        if not inputs or not outputs:
+            raise ScaffoldError("--inputs and --outputs each need at least one name, e.g. --inputs dY,X --outputs dX")
+        return cls._build({"T": FLOAT_TYPES}, [{"name": n, "type": "T"} for n in inputs],
+                          [{"name": n, "type": "T"} for n in outputs], {},
+                          origin=f"inputs {', '.join(inputs)}; outputs {', '.join(outputs)} (from --inputs/--outputs)")
+
+    @classmethod
+    def from_schema(cls, entry: dict) -> "Signature":
+        """From a harness/data/ort_training_ops.yaml entry: names, order, optionality, types, attributes."""
+        constraints, notes = {}, []
+
+        def type_var(formal: dict) -> str:
+            t = formal["type"]
+            types = entry["type_constraints"].get(t, [t])
+            if any(x.startswith("seq(") for x in types) or formal.get("option") == "variadic":
+                raise ScaffoldError(f"{entry['op']}: {formal['name']} is a sequence or variadic; the spec format has "
+                                    "one tensor per input, so scaffold with --inputs/--outputs and adapt")
+            name = t if t in entry["type_constraints"] else f"T_{formal['name']}"
+            kept = [x for x in types if x in SPEC_DTYPES]
+            if not kept:
+                kept = FLOAT_TYPES
+                notes.append(f"TODO: {name} is {types[0]} in the schema; scaffolded as the float types")
+            constraints[name] = kept
+            return name
+
+        inputs = [dict(f, type=type_var(f)) for f in entry["inputs"]]
+        outputs = [dict(f, type=type_var(f)) for f in entry["outputs"]]
+        attributes = {}
+        for attr_name, attr in entry["attributes"].items():
+            if attr["type"] == "tensor":
+                notes.append(f"TODO: attribute {attr_name} is a tensor; the spec format has no tensor attributes")
+                continue
+            attributes[attr_name] = attr
+        if entry.get("allow_unchecked_attributes"):
+            notes.append("The schema allows unchecked attributes: declare any the kernel reads besides these.")
+        if entry.get("names_verified") is False:
+            notes.append("TODO: the table's input/output names are not verified (ORT binds by position)")
+        domain = entry["domain"] or "ai.onnx"
+        return cls._build(constraints, inputs, outputs, attributes,
+                          origin=f"from the schema of {domain} {entry['op']} (harness/data/ort_training_ops.yaml)",
+                          notes=notes)
+
+    @classmethod
+    def _build(cls, constraints, inputs, outputs, attributes, origin=None, notes=(), guessed=True):
+        names = [i["name"] for i in inputs]
+        floats = [i for i in inputs if set(constraints[i["type"]]) & set(FLOAT_TYPES)]
+        grads = [i for i in floats if _is_grad(i["name"])]
+        shaper = (grads or floats or inputs)[0]["name"]  # takes the group's `shape` param
+        for i in inputs:
+            role = "grad_output" if _is_grad(i["name"]) else "forward_input"
+            fields = {"name": i["name"], "type": i["type"], "role": role}
+            if role == "grad_output":
+                fields["grad_of"] = _grad_of(i["name"])
+            if i.get("option") == "optional":
+                fields["optional"] = True
+            if i["name"] != shaper:
+                fields["shape_from"] = shaper
+            fields["description"] = _description(i["name"], role, guessed)
+            i["line"] = _flow(fields)
+            i["comment"] = (ROLE_GUESS + (f"; shape_from {shaper} is a guess" if i["name"] != shaper else "")) if guessed else ""
+            i["generator"] = _generator(constraints[i["type"]])
+        for o in outputs:
+            # dX -> X, dscale -> scale, X_grad -> X: the input it is the gradient of, when there is one
+            wrt = next((w for w in (o["name"][1:], o["name"].removesuffix("_grad")) if w != o["name"] and w in names),
+                       o["name"])
+            fields = {"name": o["name"], "type": o["type"]}
+            if o.get("option") == "optional":
+                fields["optional"] = True
+            fields["shape_from"] = wrt if wrt in names else shaper
+            if wrt in names:
+                fields["grad_of"] = wrt
+            fields["description"] = (f"Gradient of the loss with respect to {wrt}." if wrt in names
+                                     else "TODO: what this output is")
+            o["line"] = _flow(fields)
+            o["comment"] = "" if wrt in names else f"TODO: shape_from {shaper} is a guess"
+        main = constraints[inputs[0]["type"]]
+        dtypes = [t for t in FLOAT_TYPES if t in main] or FLOAT_TYPES
+        forward_inputs = [i["name"] for i in inputs if not _is_grad(i["name"])]
+        forward_outputs = [_grad_of(i["name"]) for i in grads] or ["Y"]
+        sig = cls(constraints, inputs, outputs, {k: _flow(v) for k, v in attributes.items()}, notes=tuple(notes),
+                  dtypes=tuple(dtypes), forward_inputs=tuple(forward_inputs),
+                  forward_outputs=tuple(forward_outputs), guessed=guessed)
+        if origin:
+            sig.origin = origin
+        return sig
+
+
+def _description(name: str, role: str, guessed: bool) -> str:
+    if not guessed:
+        return ("Gradient of the loss with respect to the forward output Y." if role == "grad_output"
+                else "The forward op's input.")
+    if role == "grad_output":
+        return f"Gradient of the loss with respect to the forward output {_grad_of(name)}."
+    return "TODO: what this input is"
+
+
+def _generator(types: list[str]) -> str:
+    if set(types) & set(FLOAT_TYPES):
+        return "{distribution: normal, std: 1.0}"
+    if types == ["bool"]:
+        return "{kind: mask, keep: 0.5}"
+    return "{kind: indices, range: [0, 2]}  # TODO: the valid values (indices, labels, or literal values)"
+
+
+def _flow(fields: dict) -> str:
+    """One YAML flow mapping on one line, the style the specs use."""
+    return yaml.safe_dump(fields, default_flow_style=True, sort_keys=False, width=10_000).strip()
 
 
 def _like_text(data: dict, base, name: str, domain: str, dotted: str) -> str:

@@ -51,6 +51,33 @@ def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
         problem = resolve(spec.valid_if)(shapes, resolve_attributes(spec, written))
         if problem:
             problems.append(problem)
+    if not problems:
+        problems += value_problems(spec, inputs, written)
+    return problems
+
+
+def value_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[str]:
+    """Input values outside the declared ranges (`values`), then the spec's valid_values hook."""
+    problems = []
+    for inp in spec.inputs:
+        value, rule = inputs.get(inp.name), inp.values
+        if rule is None or value is None or value.size == 0:
+            continue
+        v = value.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            bad = np.isnan(v)
+            if rule.min is not None:
+                bad |= (v <= rule.min) if rule.min_exclusive else (v < rule.min)
+            if rule.max is not None:
+                bad |= (v >= rule.max) if rule.max_exclusive else (v > rule.max)
+        if bad.any():
+            low = "-inf" if rule.min is None else f"{'(' if rule.min_exclusive else '['}{rule.min:g}"
+            high = "inf" if rule.max is None else f"{rule.max:g}{')' if rule.max_exclusive else ']'}"
+            problems.append(f"input {inp.name} holds {v[bad].ravel()[0]:g}, outside {low}, {high}")
+    if not problems and spec.valid_values:
+        problem = resolve(spec.valid_values)(dict(inputs), resolve_attributes(spec, written))
+        if problem:
+            problems.append(problem)
     return problems
 
 

@@ -12,6 +12,7 @@ NUMPY = {
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "int32": np.dtype(np.int32),
     "int64": np.dtype(np.int64),
+    "bool": np.dtype(np.bool_),
 }
 ONNX = {
     "float32": TensorProto.FLOAT,
@@ -20,6 +21,7 @@ ONNX = {
     "bfloat16": TensorProto.BFLOAT16,
     "int32": TensorProto.INT32,
     "int64": TensorProto.INT64,
+    "bool": TensorProto.BOOL,
 }
 FLOATS = ("float32", "float64", "float16", "bfloat16")
 _BITS = {"float64": np.uint64, "float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16}

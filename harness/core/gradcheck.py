@@ -25,7 +25,7 @@ import numpy as np
 
 from harness.core.cases import Case, stable_seed
 from harness.spec.dotted import resolve
-from harness.core.tensors import resolve_attributes
+from harness.core.tensors import forward_attributes, resolve_attributes
 
 ORDER = 1.75  # the remainder must fall at least this many orders per halving (right: 3, wrong: 1)
 SIGNIFICANT = 16.0  # a remainder counts when it is this many times the roundoff estimate
@@ -96,7 +96,7 @@ def _check(case: Case, inputs: dict, x: dict, reference: str | None, seed: int) 
     x = {k: None if v is None else np.asarray(v, dtype=np.float64) for k, v in x.items()}
     attrs = resolve_attributes(spec, case.attributes)
     forward = resolve(spec.forward.reference)
-    forward_attrs = {a: attrs[a] for a in spec.forward.attributes}
+    forward_attrs = forward_attributes(case)
     # Saved forward outputs exactly as float64 computes them: rounding them to the case dtype would
     # charge the check with that rounding (Y = 1 - 2^-24 instead of the true sigmoid near saturation).
     exact = _forward(spec, forward, x, forward_attrs)

@@ -17,7 +17,6 @@ from harness.core.contract import value_problem
 from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve_hook
 from harness.spec.model import BUILTIN_TRANSFORMS, InvalidGroup, Spec
 
-BACKEND_NAMES = ("reference", "openmp", "ort", "ort-cuda")
 MAX_CASES = 100_000  # per spec: a params product beyond this is a typo, and expanding it would hang
 DEFAULT_MAX_CASE_BYTES = 1 << 30  # a case's tensors (inputs and outputs) in its dtypes; --max-case-memory
 
@@ -52,8 +51,8 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
             out.append((f"{where}.type", unknown_name("type variable", inp.type, spec.type_constraints)))
         if inp.shape_from and inp.shape_from not in in_names:
             out.append((f"{where}.shape_from", unknown_name("input", inp.shape_from, in_names)))
-        if inp.shape_from and inp.shape_fn:
-            out.append((where, "give shape_from or shape_fn, not both"))
+        if sum(x is not None for x in (inp.shape_from, inp.shape_fn, inp.shape)) > 1:
+            out.append((where, "give one of shape_from, shape_fn or shape, not several"))
         if inp.role == "grad_output":
             if not spec.forward:
                 out.append((where, "a grad_output needs a `forward:` section naming the forward op"))
@@ -91,6 +90,7 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
         for name in spec.forward.attributes:
             if name not in spec.attributes:
                 out.append(("forward.attributes", unknown_name("attribute", name, spec.attributes)))
+        out += _check_forward(spec, in_names)
     if spec.own_saved_state:
         for name in spec.own_saved_state.outputs:
             if name not in in_names:
@@ -104,6 +104,34 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
     out = list(dict.fromkeys(out))  # one mistake in a group is one line, not one per parameter combination
     if not out:
         out += _walk_cases(spec, max_case_bytes)
+    return out
+
+
+def _check_forward(spec: Spec, in_names) -> list[tuple[str, str]]:
+    """Forward-only attributes and the shape rules of forward inputs the gradient op does not take."""
+    out, forward = [], spec.forward
+    for name, attr in forward.own_attributes.items():
+        where = f"forward.own_attributes.{name}"
+        if name in spec.attributes:
+            out.append((where, f"'{name}' is an attribute of {spec.op}: list it in forward.attributes instead"))
+        if attr.default is None:
+            out.append((where, "give it a default: the forward reference needs a value when no param sets it"))
+        elif problem := value_problem(attr, attr.default):
+            out.append((f"{where}.default", f"the default {problem}"))
+    taken = {i.forward_name or i.name for i in spec.inputs if i.role == "forward_input"}
+    for name in forward.inputs:
+        if name not in taken and name not in forward.shapes and not spec.cases.shapes:
+            out.append(("forward.shapes", f"forward input '{name}' is not an input of {spec.op}: give it a shape "
+                                          f"rule, e.g. shapes: {{{name}: {{shape_from: {in_names[0]}}}}}"))
+    for name, rule in forward.shapes.items():
+        where = f"forward.shapes.{name}"
+        if name not in forward.inputs or name in taken:
+            out.append((where, f"'{name}' is not a forward-only input (those are: "
+                               f"{', '.join(n for n in forward.inputs if n not in taken) or 'none'})"))
+        if sum(x is not None for x in (rule.shape_from, rule.shape_fn, rule.shape)) != 1:
+            out.append((where, "give exactly one of shape_from, shape_fn or shape"))
+        if rule.shape_from and rule.shape_from not in [*in_names, *forward.inputs]:
+            out.append((f"{where}.shape_from", unknown_name("input", rule.shape_from, [*in_names, *forward.inputs])))
     return out
 
 
@@ -124,12 +152,16 @@ def _hook_calls(spec: Spec) -> dict[str, tuple[str, int, tuple]]:
     inputs_and_attributes = (*[i.name for i in spec.inputs], *spec.attributes)
     calls = {"reference": (spec.reference, 0, inputs_and_attributes),
              "valid_if": (spec.valid_if, 2, ()),  # (shapes, attributes)
+             "valid_values": (spec.valid_values, 2, ()),  # (inputs, attributes)
              "cases.shapes": (spec.cases.shapes, 1, ())}  # (params)
     if spec.accuracy:
         calls["accuracy.reduction_length"] = (spec.accuracy.reduction_length, 0, inputs_and_attributes)
         calls["accuracy.magnitude"] = (spec.accuracy.magnitude, 0, inputs_and_attributes)
     if spec.forward:
-        calls["forward.reference"] = (spec.forward.reference, 0, (*spec.forward.inputs, *spec.forward.attributes))
+        calls["forward.reference"] = (spec.forward.reference, 0, (*spec.forward.inputs, *spec.forward.attributes,
+                                                                  *spec.forward.own_attributes))
+        for name, rule in spec.forward.shapes.items():
+            calls[f"forward.shapes.{name}.shape_fn"] = (rule.shape_fn, 2, ())  # (op input shapes, params)
     for i, inp in enumerate(spec.inputs):
         calls[f"inputs[{i}].shape_fn"] = (inp.shape_fn, 2, ())  # (shapes of earlier inputs, attributes)
     for i, alt in enumerate(spec.alternative_semantics):
@@ -170,7 +202,8 @@ def _check_hooks(spec: Spec, packages) -> list[tuple[str, str]]:
 def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str]]:
     out = []
     allowed_types = set(spec.type_constraints[spec.inputs[0].type].types) if spec.inputs[0].type in spec.type_constraints else set()
-    known_params = [*BUILTIN_PARAMS, *spec.attributes, *spec.cases.params]
+    own_attributes = spec.forward.own_attributes if spec.forward else {}
+    known_params = [*BUILTIN_PARAMS, *spec.attributes, *own_attributes, *spec.cases.params]
     generator_names = set(in_names) | set(fwd_in)
     for where, dtypes_ in [("cases.dtypes", spec.cases.dtypes)]:
         for d in dtypes_:
@@ -200,11 +233,14 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
                                 + "; declare hook parameters under cases.params"))
                 elif key in spec.attributes and kind == "groups" and (problem := value_problem(spec.attributes[key], value)):
                     out.append((f"{where}.params.{key}", f"{problem} (out-of-range values belong in cases.invalid)"))
+                elif key in own_attributes and (problem := value_problem(own_attributes[key], value)):
+                    out.append((f"{where}.params.{key}", f"{problem} (a forward-only attribute must fit the forward op)"))
                 elif key == OMIT and any(n not in in_names or not spec.input(n).optional for n in value):
                     out.append((f"{where}.params.{key}", f"only optional inputs can be omitted, got {value}"))
                 elif key == OUTPUTS and any(n not in out_names for n in value):
                     out.append((f"{where}.params.{key}", f"unknown output in {value}; outputs are {', '.join(out_names)}"))
-            if SHAPE not in params and not spec.cases.shapes and not any(i.shape_fn for i in spec.inputs):
+            if SHAPE not in params and not spec.cases.shapes and not any(i.shape_fn or i.shape is not None
+                                                                          for i in spec.inputs):
                 out.append((f"{where}.params", "no `shape` param: add `shape: [[...], ...]` or a cases.shapes hook"))
                 break
         if kind == "invalid":
@@ -217,9 +253,7 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
 
     ids = [c.id for c in expand(spec)]
     for index, d in enumerate(spec.known_divergences):
-        where = f"known_divergences[{index}]"
-        if d.backend not in BACKEND_NAMES:
-            out.append((f"{where}.backend", unknown_name("backend", d.backend, BACKEND_NAMES)))
+        where = f"known_divergences[{index}]"  # its backend is checked against the registry by harness.run.catalog
         for pattern in d.cases:
             if not any(fnmatch.fnmatchcase(i, pattern) for i in ids):
                 out.append((f"{where}.cases", f"'{pattern}' matches no case id; ids look like '{ids[0] if ids else 'group/param=value'}'"))
@@ -289,7 +323,8 @@ def _time_limit(seconds: float):
 
 def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
     from harness.spec.dotted import resolve
-    from harness.core.tensors import input_shapes, resolve_attributes
+    from harness.core.contract import value_problems
+    from harness.core.tensors import input_shapes, make_inputs, resolve_attributes
 
     where_of = {g.name: f"cases.groups[{i}]" for i, g in enumerate(spec.cases.groups)}
     where_of.update({g.name: f"cases.invalid[{i}]" for i, g in enumerate(spec.cases.invalid)})
@@ -359,6 +394,15 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
                                    f"return None for valid inputs or a string saying what is wrong ({label})")
             elif answer:
                 report(where, f"{label}: valid_if rejects it ({answer}); move such params to cases.invalid")
+        if (spec.valid_values or any(i.values for i in spec.inputs)) and not isinstance(case.group, InvalidGroup):
+            try:
+                inputs = make_inputs(case)
+                problems = value_problems(spec, inputs, case.attributes)
+            except Exception as e:
+                report(where, f"{label}: its inputs cannot be checked: {type(e).__name__}: {e}")
+                continue
+            if problems:
+                report(where, f"{label}: {problems[0]}; change the group's generator or move it to cases.invalid")
     return [(field, message + (f" (and {n - 1} more case(s))" if n > 1 else "")) for field, (message, n) in found.items()]
 
 

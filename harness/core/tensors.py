@@ -10,12 +10,13 @@ import math
 
 import numpy as np
 
-from harness.core import dtypes
+from harness.core import dtypes, generators
 from harness.core.cases import SHAPE, Case, stable_seed
 from harness.spec.dotted import resolve
 from harness.spec.model import Generator, InvalidGroup, Spec
 
 DRAWN_ROLES = ("grad_output", "forward_input")
+DERIVED_ROLES = ("forward_output", "saved_activation")
 DEFAULT_GENERATOR = Generator()
 
 
@@ -28,12 +29,56 @@ def resolve_attributes(spec: Spec, written: dict) -> dict:
     return {name: written.get(name, attr.default) for name, attr in spec.attributes.items()}
 
 
+def forward_attributes(case: Case) -> dict:
+    """The forward op's attributes: the shared spec attributes, then its own (group params override defaults)."""
+    spec, forward = case.spec, case.spec.forward
+    attrs = resolve_attributes(spec, case.attributes)
+    shared = {a: attrs[a] for a in forward.attributes}
+    own = {name: case.params.get(name, attr.default) for name, attr in forward.own_attributes.items()}
+    return {**shared, **own}
+
+
 def input_shapes(case: Case) -> dict[str, tuple[int, ...] | None]:
+    shapes, _ = _rule_shapes(case)
+    overrides = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
+    # An invalid case changes the named inputs only: the others keep the shapes the rules give them.
+    return {**shapes, **{name: tuple(shape) for name, shape in overrides.items()}}
+
+
+def _rule_shapes(case: Case) -> tuple[dict, dict]:
+    """(op input shapes, forward-only input shapes) as the spec's rules give them, before invalid overrides."""
     spec, params = case.spec, case.params
     context = {**resolve_attributes(spec, case.attributes), **params}
     from_hook = resolve(spec.cases.shapes)(params) if spec.cases.shapes else {}
-    overrides = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
     shapes: dict[str, tuple[int, ...] | None] = {}
+    forward_shapes: dict[str, tuple[int, ...] | None] = {}
+    op_inputs = {i.name for i in spec.inputs}
+    derived_from_forward: list[str] = []
+
+    def forward_shape(name: str, seen) -> tuple[int, ...] | None:
+        """The shape of a forward input: the op input it is, the hook's, or its rule in forward.shapes."""
+        by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
+        if name in by_forward_name:
+            return shape_of(by_forward_name[name], seen)
+        if name in forward_shapes:
+            return forward_shapes[name]
+        if name in seen:
+            raise CaseError(f"forward input '{name}': shape rules form a cycle through {', '.join(seen)}")
+        rule = spec.forward.shapes.get(name)
+        if name in from_hook:
+            shape = None if from_hook[name] is None else tuple(from_hook[name])
+        elif rule is None:
+            raise CaseError(f"forward input '{name}' is not an input of {spec.op}: give it a rule in forward.shapes")
+        elif rule.shape is not None:
+            shape = tuple(rule.shape)
+        elif rule.shape_from:
+            source = rule.shape_from
+            shape = shape_of(source, (*seen, name)) if source in op_inputs else forward_shape(source, (*seen, name))
+        else:
+            deps = {i.name: shape_of(i.name, (*seen, name)) for i in spec.inputs if i.name not in seen}
+            shape = tuple(resolve(rule.shape_fn)(deps, context))
+        forward_shapes[name] = shape
+        return shape
 
     def shape_of(name: str, seen=()) -> tuple[int, ...] | None:
         if name in shapes:
@@ -52,6 +97,11 @@ def input_shapes(case: Case) -> dict[str, tuple[int, ...] | None]:
         elif inp.shape_fn:
             deps = {i.name: shape_of(i.name, (*seen, name)) for i in spec.inputs[: spec.inputs.index(inp)]}
             shape = tuple(resolve(inp.shape_fn)(deps, context))
+        elif inp.shape is not None:
+            shape = tuple(inp.shape)
+        elif inp.role in DERIVED_ROLES and spec.forward and (inp.forward_name or name) in spec.forward.outputs:
+            derived_from_forward.append(name)  # the forward reference's output shape, filled in below
+            shape = None
         elif SHAPE in params:
             shape = tuple(params[SHAPE])
         else:
@@ -61,8 +111,36 @@ def input_shapes(case: Case) -> dict[str, tuple[int, ...] | None]:
 
     for inp in spec.inputs:
         shape_of(inp.name)
-    # An invalid case changes the named inputs only: the others keep the shapes the rules give them.
-    return {**shapes, **{name: tuple(shape) for name, shape in overrides.items()}}
+    if spec.forward:
+        for name in spec.forward.inputs:
+            forward_shape(name, ())
+    if derived_from_forward:
+        shapes.update(_forward_output_shapes(case, shapes, forward_shapes, derived_from_forward))
+    return shapes, forward_shapes
+
+
+def _forward_output_shapes(case: Case, shapes, forward_shapes, names) -> dict:
+    """Shapes of saved forward outputs without a rule: the forward reference run on zeros of the input shapes.
+    An invalid case whose inputs do not fit the forward op falls back to the `shape` param."""
+    spec, forward = case.spec, case.spec.forward
+    by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
+    args = {}
+    for name in forward.inputs:
+        shape = shapes[by_forward_name[name]] if name in by_forward_name else forward_shapes.get(name)
+        args[name] = None if shape is None else np.zeros(shape)
+    try:
+        with np.errstate(all="ignore"):
+            result = resolve(forward.reference)(**args, **forward_attributes(case))
+    except Exception as e:
+        if case.valid:
+            raise CaseError(f"forward reference {forward.reference} failed on zeros to give the shapes of "
+                            f"{', '.join(names)}: {e}; give them a shape rule") from e
+        if SHAPE not in case.params:
+            raise CaseError(f"inputs {', '.join(names)}: the forward op does not fit this invalid case; give them "
+                            "shapes in the group's `shapes`") from e
+        return {name: tuple(case.params[SHAPE]) for name in names}
+    produced = dict(zip(forward.outputs, result if isinstance(result, tuple) else (result,)))
+    return {name: np.shape(produced[spec.input(name).forward_name or name]) for name in names}
 
 
 def draw(gen: Generator, shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
@@ -81,6 +159,23 @@ def draw(gen: Generator, shape: tuple[int, ...], dtype: str, rng: np.random.Gene
         planted = np.array([dtypes.special_value(v, dtype) for v in gen.special], dtype=np.float64)
         values[where] = np.resize(planted, count)
     return values.reshape(shape)
+
+
+def draw_integers(gen, name: str, shape, dtype: str, rng, shapes: dict, params: dict) -> np.ndarray:
+    """A mask, labels or indices tensor, drawn as integers and stored in the input's dtype."""
+    try:
+        if gen.kind == "mask":
+            values = generators.draw_mask(gen, shape, rng)
+        elif gen.kind == "labels":
+            values = generators.draw_labels(gen, shape, rng, shapes, params)
+        else:
+            values = generators.draw_indices(gen, shape, rng, shapes, params)
+    except generators.BoundError as e:
+        raise CaseError(f"input '{name}' ({gen.kind}): {e}") from e
+    target = dtypes.NUMPY[dtype]
+    if target.kind in "iu" and values.size and (values.min() < np.iinfo(target).min or values.max() > np.iinfo(target).max):
+        raise CaseError(f"input '{name}' ({gen.kind}): values do not fit {dtype}")
+    return values.astype(target)
 
 
 def _rng(case_seed: int, name: str) -> np.random.Generator:
@@ -111,7 +206,13 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
     inputs: dict[str, np.ndarray | None] = {}
 
     def draw_input(name: str, shape, dtype: str) -> np.ndarray:
-        return _cast(draw(generators.get(name, DEFAULT_GENERATOR), shape, dtype, _rng(seed, name)), dtype)
+        gen = generators.get(name, DEFAULT_GENERATOR)
+        if gen.kind != "float":
+            return draw_integers(gen, name, shape, dtype, _rng(seed, name), shapes, case.params)
+        if dtypes.NUMPY[dtype].kind in "biu" and gen.values is None:
+            raise CaseError(f"input '{name}' is {dtype}: give it literal `values` or a generator of kind mask, "
+                            "labels or indices, not a float distribution")
+        return _cast(draw(gen, shape, dtype, _rng(seed, name)), dtype)
 
     derived, forward_args = [], {}
     for inp in spec.inputs:
@@ -139,14 +240,14 @@ def forward_arguments(case: Case, inputs, draw_input) -> dict[str, np.ndarray | 
     """The forward op's inputs in float64: the op's own forward inputs, others drawn (Sigmoid's X)."""
     spec, forward = case.spec, case.spec.forward
     by_forward_name = {(i.forward_name or i.name): i for i in spec.inputs if i.role == "forward_input"}
-    hook_shapes = resolve(spec.cases.shapes)(case.params) if spec.cases.shapes else {}
+    _, forward_shapes = _rule_shapes(case)  # forward-only inputs: the hook's shape or their forward.shapes rule
     args = {}
     for name in forward.inputs:
         if name in by_forward_name:
             value = inputs[by_forward_name[name].name]
             args[name] = None if value is None else value.astype(np.float64)
         else:
-            shape = hook_shapes.get(name, case.params.get(SHAPE))
+            shape = forward_shapes.get(name)
             args[name] = None if shape is None else draw_input(name, tuple(shape), case.dtype).astype(np.float64)
     return args
 
@@ -156,10 +257,9 @@ def _run_forward(case: Case, args: dict) -> dict[str, np.ndarray] | None:
     spec, forward = case.spec, case.spec.forward
     if forward is None:
         raise CaseError("inputs with role forward_output or saved_activation need a `forward:` section")
-    attrs = resolve_attributes(spec, case.attributes)
     try:
         with np.errstate(all="ignore"):
-            result = resolve(forward.reference)(**args, **{a: attrs[a] for a in forward.attributes})
+            result = resolve(forward.reference)(**args, **forward_attributes(case))
     except Exception as e:
         if case.valid:
             raise CaseError(f"forward reference {forward.reference} failed: {e}") from e

@@ -59,18 +59,34 @@ def pytest_addoption(parser):
     group.addoption("--opconform-allow-missing-backends", action="store_true",
                     help="an expected backend (reference, openmp, ort) that is unavailable skips its tests "
                          "without failing the verdict")
+    group.addoption("--opconform-backend", action="append", default=[], metavar="NAME",
+                    help="also run this backend (repeatable), e.g. onnx-backend:onnxruntime.backend; a backend named "
+                         "here is expected: unavailable, it fails the verdict")
+    group.addoption("--opconform-command-backend", action="append", default=[], metavar="NAME=TEMPLATE",
+                    help="define and run a command backend (repeatable; docs/bring-your-own-backend.md)")
+    group.addoption("--opconform-waivers", action="append", default=[], type=Path, metavar="FILE",
+                    help="also load this waivers file (repeatable); specs/_waivers/*.yaml always load")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     from harness import backends as registry
-    from harness.core.spec_checks import BACKEND_NAMES
 
     for tier in TIERS:
         config.addinivalue_line("markers", f"{tier}: cases of the {tier} tier (smoke within ci within nightly)")
     for dtype in DTYPES:
         config.addinivalue_line("markers", f"{dtype}: cases in {dtype}")
-    for name in dict.fromkeys([*registry.FACTORIES, *BACKEND_NAMES]):
+    for definition in config.getoption("opconform_command_backend", None) or []:
+        try:
+            registry.define_command(definition)
+        except registry.UnknownBackend as e:
+            raise pytest.UsageError(f"--opconform-command-backend: {e}") from None
+    for name in config.getoption("opconform_backend", None) or []:
+        try:
+            registry.check(name)
+        except registry.UnknownBackend as e:
+            raise pytest.UsageError(f"--opconform-backend: {e}") from None
+    for name in suite_backends(config):
         config.addinivalue_line("markers", f"{marker(name)}: results of the {name} backend")
     config.addinivalue_line("markers", "gradient: the reference's gradient check (carries every backend's marker)")
     config.addinivalue_line("markers", "opconform: a generated opconform conformance test")
@@ -91,6 +107,32 @@ def _default_durations_path(config) -> None:
             return
 
 
+def suite_backends(config) -> list[str]:
+    """The backends each generated test runs on, decided at collection: the built-ins, installed
+    plugins, defined command backends and those named with --opconform-backend."""
+    from harness import backends as registry
+
+    named = [*(config.getoption("opconform_backend", None) or []), *registry.commands()]
+    return list(dict.fromkeys([*registry.known(), *named]))
+
+
+@pytest.hookimpl(trylast=True)  # after the case parametrization: ids read [dtype-case-backend]
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("opconform"):
+        from harness.pytest_plugin.suite import backends
+
+        metafunc.parametrize("backend", backends(*suite_backends(metafunc.config)))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: a gradient test carries every backend's marker
+def pytest_collection_modifyitems(config, items):
+    markers = [getattr(pytest.mark, marker(name)) for name in suite_backends(config)]
+    for item in items:
+        if item.get_closest_marker("gradient") and item.get_closest_marker("opconform"):
+            for mark in markers:
+                item.add_marker(mark)
+
+
 @pytest.fixture(scope="session")
 def opconform(request):
     return request.config.pluginmanager.get_plugin("opconform-suite")
@@ -100,12 +142,16 @@ class Hooks:
     """The session's hooks around one harness.pytest_plugin.suite.Suite; the generated tests call check and gradient."""
 
     def __init__(self, config):
+        from harness import backends as registry
+
         self.config = config
         workerinput = getattr(config, "workerinput", {})
         self.controller = not hasattr(config, "workerinput")
         options = {"seed": config.getoption("opconform_seed"), "threads": config.getoption("opconform_threads"),
                    "timeout": config.getoption("opconform_timeout"), "today": config.getoption("opconform_today"),
-                   "allow_missing_backends": config.getoption("opconform_allow_missing_backends")}
+                   "allow_missing_backends": config.getoption("opconform_allow_missing_backends"),
+                   "named_backends": [*config.getoption("opconform_backend"), *registry.commands()],
+                   "waivers": config.getoption("opconform_waivers")}
         self.suite = Suite(options, workerinput.get("workerid", "main"), workerinput.get("opconform_parts"),
                            specs_dir_from(config.getoption("opconform_specs"), None))
         self.summary = None

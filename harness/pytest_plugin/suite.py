@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
 from collections import Counter, OrderedDict
@@ -26,8 +27,9 @@ PREPARED_CACHE = 16
 
 
 def marker(name: str) -> str:
-    """The marker of a backend or op name (markers are identifiers)."""
-    return name.replace("-", "_").replace(".", "_")
+    """The marker of a backend or op name (markers are identifiers): onnx-backend:onnxruntime.backend is
+    onnx_backend_onnxruntime_backend."""
+    return re.sub(r"\W", "_", name)
 
 
 def case(tier: str, dtype: str, case_id: str):
@@ -37,11 +39,9 @@ def case(tier: str, dtype: str, case_id: str):
 
 
 def gradient_case(tier: str, dtype: str, case_id: str):
-    """A case of the gradient check: any backend selection keeps it, as the reference judges every backend."""
-    from harness import backends as registry
-
+    """A case of the gradient check: any backend selection keeps it, as the reference judges every
+    backend (the plugin adds every backend's marker at collection)."""
     marks = [getattr(pytest.mark, m) for m in TIERS[tier]] + [getattr(pytest.mark, dtype), pytest.mark.gradient]
-    marks += [getattr(pytest.mark, marker(name)) for name in registry.FACTORIES]
     return pytest.param(dtype, case_id, marks=marks, id=f"{dtype}-{case_id}")
 
 
@@ -57,7 +57,7 @@ class Suite:
     """Per-process state: catalog, backends, prepared cases, this process's results file."""
 
     def __init__(self, options: dict, worker: str, parts: str | None, specs_dir: Path | None):
-        self.options = options  # seed, threads, timeout, today, allow_missing_backends
+        self.options = options  # seed, threads, timeout, today, allow_missing_backends, named_backends, waivers
         self.worker = worker
         self.parts = Path(parts) if parts else Path(tempfile.mkdtemp(prefix="opconform-parts-"))
         self.specs_dir = specs_dir
@@ -77,7 +77,7 @@ class Suite:
             from harness.run.catalog import load as load_catalog
 
             try:
-                self._catalog = load_catalog(self.specs_dir)
+                self._catalog = load_catalog(self.specs_dir, waiver_files=self.options.get("waivers") or ())
             except SpecError as e:
                 raise SpecsInvalid(f"the specs do not validate (`opconform validate` lists the problems):\n{e}") from None
             self._specs = {s.id: s for s in self._catalog.specs}
@@ -88,8 +88,10 @@ class Suite:
         if name not in self._backends:
             from harness import backends as registry
 
-            if name not in registry.FACTORIES:
-                self._backends[name] = f"not registered in harness/backends/__init__.py (known: {', '.join(registry.FACTORIES)})"
+            try:
+                registry.check(name)
+            except registry.UnknownBackend as e:
+                self._backends[name] = str(e)
             else:
                 backend = registry.create(name, threads=self.options["threads"], timeout=self.options["timeout"])
                 reason = backend.availability()
@@ -197,7 +199,8 @@ class Suite:
         # an expected backend whose tests were selected but skipped as unavailable; one the marker
         # selection left out has no test here and is not missing
         missing = [] if self.options["allow_missing_backends"] else \
-            rundir.missing_expected({n: i for n, i in backends.items() if n in skips})
+            rundir.missing_expected({n: i for n, i in backends.items() if n in skips},
+                                    named=tuple(self.options.get("named_backends") or ()))
         records = rundir.order(records, catalog)
         meta = {"selection": selection, "seed": self.options["seed"], "threads": self.options["threads"],
                 "ops": sorted({r["op"] for r in records}), "backends": backends, "missing_backends": missing,

@@ -22,7 +22,7 @@ WORST_CASES = 6
 DETAIL_CHARS = 400  # the case table's detail column; the full text stays in results.jsonl
 DTYPE_ORDER = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 # Capability states (a probe's, or what the results show) that mean the backend runs the dtype, or does not.
-RUNS = ("kernel", "function", "function_body", "cast", "runs", "supported", "reference", "assumed", "yes", "ok")
+RUNS = ("kernel", "function", "function_body", "cast", "runs", "supported", "reference", "assumed", "declared", "yes", "ok")
 DOES_NOT_RUN = ("not_registered", "no_kernel", "unavailable", "unsupported", "no", "false")
 
 

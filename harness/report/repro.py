@@ -2,7 +2,8 @@
 
 The --cases glob is the case's dtype-qualified id with fnmatch's special characters escaped, so it
 matches that case and no other. The flags that change a case's data or its outcome (tier for
-nightly groups, seed, threads, timeout, a spec directory other than the default) follow the run.
+nightly groups, seed, threads, timeout, a spec directory other than the default, the command
+backends and waiver files given on the command line) follow the run.
 The browser builds the same command for rows of the case table (report.js: reproCommand); keep both
 in step.
 """
@@ -33,6 +34,10 @@ def run_flags(summary: dict, default_specs: Path | None) -> list[str]:
     timeout = summary.get("timeout")
     if isinstance(timeout, (int, float)) and float(timeout) != DEFAULT_TIMEOUT:
         flags += ["--timeout", f"{timeout:g}"]
+    for name, template in (summary.get("command_backends") or {}).items():  # third-party backends, defined per run
+        flags += ["--command-backend", f"{name}={template}"]
+    for path in summary.get("waiver_files") or []:
+        flags += ["--waivers", path]
     return flags
 
 

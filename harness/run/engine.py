@@ -148,7 +148,7 @@ def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_f
             result.detail = f"{result.diagnosis['summary']} | {result.detail}"
         elif result.diagnosis:
             result.detail += f" | diagnosis: {result.diagnosis['summary']}"
-    apply_divergences(prepared, result)
+    apply_divergences(prepared, result, backend.divergences_from)
     return result
 
 
@@ -158,8 +158,7 @@ def score(prepared: Prepared, outcome: Outcome, tolerance: Tolerance, result: Re
     if isinstance(outcome, Unsupported):
         result.set(Status.UNSUPPORTED, detail=outcome.reason)
     elif isinstance(outcome, Crashed):
-        result.set(Status.CRASHED, Failure.CRASH,
-                   f"worker killed by {outcome.signal}" + (f": {outcome.detail}" if outcome.detail else ""))
+        result.set(Status.CRASHED, Failure.CRASH, outcome.describe())
     elif isinstance(outcome, TimedOut):
         result.set(Status.CRASHED, Failure.HANG, f"no answer within {outcome.seconds:g} s (hang); worker killed")
     elif isinstance(outcome, Rejected):
@@ -207,11 +206,12 @@ def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, r
         result.detail = f"within tolerance (x{budget:.2g} of {source})"
 
 
-def matching_divergences(prepared: Prepared, backend: str) -> list[Divergence]:
-    """The spec's known divergences that cover this case on this backend: backend, dtype and case-id glob."""
+def matching_divergences(prepared: Prepared, backend: str, same_kernels_as: str | None = None) -> list[Divergence]:
+    """The spec's known divergences that cover this case on this backend (or on the backend whose
+    kernels it runs, Backend.divergences_from): backend, dtype and case-id glob."""
     case = prepared.case
     return [d for d in case.spec.known_divergences
-            if d.backend == backend and (not d.dtypes or case.dtype in d.dtypes)
+            if d.backend in (backend, same_kernels_as) and (not d.dtypes or case.dtype in d.dtypes)
             and any(fnmatch.fnmatchcase(case.id, pattern) for pattern in d.cases)]
 
 
@@ -223,8 +223,8 @@ def explains(divergence: Divergence, result: Result) -> bool:
     return result.failure in kinds and (not divergence.outputs or failing <= set(divergence.outputs))
 
 
-def apply_divergences(prepared: Prepared, result: Result) -> None:
-    declared = matching_divergences(prepared, result.backend)
+def apply_divergences(prepared: Prepared, result: Result, same_kernels_as: str | None = None) -> None:
+    declared = matching_divergences(prepared, result.backend, same_kernels_as)
     if not declared or (result.status == Status.UNSUPPORTED and result.failure is None):
         return  # a case the backend cannot run neither shows nor refutes a divergence
     if result.status == Status.PASS:

@@ -17,7 +17,7 @@ from onnx import helper, numpy_helper
 from harness import backends as registry
 from harness.core import dtypes
 from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
-from harness.backends.onnx_model import build
+from harness.backends.backend_test_dir import write_case, write_outputs, write_tensor
 from harness.core.compare import compare
 from harness.run.engine import prepare, request_for
 from harness.run.runner import RunError
@@ -81,10 +81,6 @@ def spec_for_node(catalog: Catalog, node) -> object:
         names = [s.op for s in catalog.specs if s.domain == domain]
         message = unknown_name("op", node.op_type, names)
         raise DataError(message.replace(f"'{node.op_type}'", f"'{node.op_type}' in domain {domain!r}", 1)) from None
-
-
-def _write_tensor(path: Path, array: np.ndarray, name: str) -> None:
-    path.write_bytes(numpy_helper.from_array(array, name).SerializeToString())
 
 
 def load_model(directory: Path) -> tuple[onnx.ModelProto, onnx.NodeProto]:
@@ -197,7 +193,7 @@ def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_ou
     if isinstance(outcome, Unsupported):
         return False, f"UNSUPPORTED {label}: {outcome.reason}"
     if isinstance(outcome, Crashed):
-        return False, f"CRASH {label}: worker killed by {outcome.signal}"
+        return False, f"CRASH {label}: {outcome.cause or f'worker killed by {outcome.signal}'}"
     if isinstance(outcome, TimedOut):
         return False, f"HANG {label}: no answer within {outcome.seconds:g} s"
     assert isinstance(outcome, Outputs)
@@ -232,23 +228,14 @@ def _write_dataset(target: Path, model, node, dataset: Path, request: Request, o
     for out_spec, value in zip(request.spec.outputs, outcome.values):
         name = node.output[request.spec.outputs.index(out_spec)] if value is not None else None
         if name in graph_outputs:
-            _write_tensor(target / dataset.name / f"output_{graph_outputs.index(name)}.pb", value, name)
+            write_tensor(target / dataset.name / f"output_{graph_outputs.index(name)}.pb", value, name)
 
 
 def export_case(prepared, directory: Path) -> None:
     """Write one prepared valid case as a backend-test directory with the reference outputs."""
     request = request_for(prepared)
-    built = onnx.load_from_string(build(request, bfloat16_as_float32=False).model)
-    dataset = directory / "test_data_set_0"
-    dataset.mkdir(parents=True, exist_ok=True)
-    onnx.save(built, str(directory / "model.onnx"))
-    by_name = dict(zip([i.name for i in request.spec.inputs], request.inputs))
-    for k, graph_input in enumerate(built.graph.input):
-        _write_tensor(dataset / f"input_{k}.pb", by_name[graph_input.name], graph_input.name)
-    expected = dict(zip([o.name for o in request.spec.outputs], prepared.expected))
-    for k, graph_output in enumerate(built.graph.output):
-        out_dtype = dtypes.NUMPY[request.spec.dtype_of(request.spec.output(graph_output.name), request.dtype)]
-        _write_tensor(dataset / f"output_{k}.pb", expected[graph_output.name].astype(out_dtype), graph_output.name)
+    model = write_case(request, directory)
+    write_outputs(request, model, directory, dict(zip([o.name for o in request.spec.outputs], prepared.expected)))
 
 
 def export_cases(catalog: Catalog, cases, out: Path, seed: int = 0) -> int:

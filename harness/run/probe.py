@@ -25,6 +25,7 @@ from harness.core.tensors import input_shapes, make_inputs
 
 LABELS = {"kernel": "kernel", "function_body": "function body", "cast+kernel": "cast > kernel",
           "cast+function_body": "cast > function body", "reference": "reference", "assumed": "runs (assumed)",
+          "declared": "declared",
           "not_registered": "not registered", "no_kernel": "no kernel", "unavailable": "unavailable",
           "error": "probe failed"}
 

@@ -63,12 +63,13 @@ def write_run(run_dir: Path, records: list[dict], summary: dict) -> None:
     write_json(run_dir / SUMMARY, summary)
 
 
-def missing_expected(backends: dict, left_out: set[str] | None = None) -> list[dict]:
-    """The expected backends (harness.backends.EXPECTED) listed as unavailable in `backends`
-    (name -> {"available", "reason"}) and not left out on purpose: each fails the verdict."""
+def missing_expected(backends: dict, left_out: set[str] | None = None, named: tuple[str, ...] = ()) -> list[dict]:
+    """The expected backends (harness.backends.EXPECTED, and those the user named) listed as
+    unavailable in `backends` (name -> {"available", "reason"}) and not left out on purpose: each
+    fails the verdict. An installed plugin nobody named is not expected."""
     left_out = left_out or set()
     return [{"name": name, "reason": backends[name].get("reason") or "unavailable"}
-            for name in registry.EXPECTED
+            for name in dict.fromkeys([*registry.EXPECTED, *named])
             if name in backends and not backends[name].get("available") and name not in left_out]
 
 
@@ -96,8 +97,7 @@ def order(records: list[dict], catalog) -> list[dict]:
     for spec in catalog.specs:
         for index, case in enumerate(expand(spec)):
             place[(spec.id, case.full_id)] = index
-    names = [*registry.DEFAULT, *(n for n in registry.FACTORIES if n not in registry.DEFAULT)]
-    backends = {name: i for i, name in enumerate(names)}
+    backends = {name: i for i, name in enumerate(registry.known())}
     return sorted(records, key=lambda r: (r["op"], r["spec"], place.get((r["spec"], f"{r['dtype']}-{r['case']}"), 1 << 30),
                                           r.get("check") != "gradient", backends.get(r["backend"], len(backends)),
                                           r["backend"]))

@@ -52,6 +52,7 @@ class RunOptions:
     reports: Path = Path("reports")
     progress: bool | None = None  # None: a bar on a terminal, a line per op otherwise
     allow_missing_backends: bool = False  # an unavailable expected backend is recorded, not a failed verdict
+    waiver_files: list[str] = field(default_factory=list)  # --waivers: recorded, so a repro command loads them too
 
 
 @dataclass
@@ -76,7 +77,7 @@ def select_cases(catalog: Catalog, options: RunOptions) -> list[Case]:
 
 def open_backends(options: RunOptions) -> tuple[list, dict]:
     """The backends to run and, for every backend considered, its availability."""
-    names = options.backends or list(registry.DEFAULT)
+    names = options.backends or registry.defaults()
     chosen, status = [], {}
     for name in names:
         backend = registry.create(name, threads=options.threads, timeout=options.timeout)
@@ -135,6 +136,8 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "complete": False,
         # what a report needs to document the ops and to write commands that rerun one case
         "specs": str(Path(catalog.root).resolve()), "timeout": options.timeout,
+        "waiver_files": [str(Path(f).resolve()) for f in options.waiver_files],
+        "command_backends": {b.name: registry.commands()[b.name] for b in backends if b.name in registry.commands()},
         "env_vars": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
     }
     # Once per run: what each backend really runs per op x dtype; the engine reports the cases of

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import datetime
 import fnmatch
+import re
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -109,15 +111,27 @@ class WaiverFile(_Section):
 
 # ---- loading and validation -------------------------------------------------------------------
 
-def load(root, specs, backend_names, problems: list) -> list[Waiver]:
-    """Every waiver under root/_waivers/*.yaml; appends one Problem per mistake (file, field, fix)."""
+def file_name(backend: str) -> str:
+    """specs/_waivers/<this>: the backend's name with characters other than letters, digits, '.', '-'
+    and '_' written '_' (onnx-backend:onnxruntime.backend -> onnx-backend_onnxruntime.backend.yaml)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", backend) + ".yaml"
+
+
+def load(root, specs, backend_names, problems: list, extra_files=(), is_known=None) -> list[Waiver]:
+    """Every waiver under root/_waivers/*.yaml and in `extra_files` (a team's own files, named anything);
+    appends one Problem per mistake (file, field, fix). is_known(name) accepts a backend name beyond
+    backend_names (the open-ended onnx-backend:MODULE)."""
     from harness.spec.errors import Problem, from_validation_error
     from harness.core.spec_loader import read_yaml, shown
 
     out, seen = [], {}
     by_op = {s.op: s for s in specs}
-    for path in sorted((root / "_waivers").glob("*.yaml")):
+    own = sorted((root / "_waivers").glob("*.yaml"))
+    for path in [*own, *(Path(f) for f in extra_files)]:
         where = shown(path)
+        if path not in own and not path.exists():
+            problems.append(Problem(where, "", "no such waiver file (--waivers)"))
+            continue
         data, found = read_yaml(path)
         if found:
             problems += [Problem(where, p.field, p.message) for p in found]
@@ -132,12 +146,13 @@ def load(root, specs, backend_names, problems: list) -> list[Waiver]:
         except ValidationError as e:
             problems += from_validation_error(where, WaiverFile, e)
             continue
-        if parsed.backend not in backend_names:
+        if parsed.backend not in backend_names and not (is_known and is_known(parsed.backend)):
             from harness.core.spec_checks import unknown_name
-            problems.append(Problem(where, "backend", unknown_name("backend", parsed.backend, backend_names)))
-        if path.stem != parsed.backend:
+            problems.append(Problem(where, "backend", unknown_name("backend", parsed.backend, backend_names)
+                                    + " (a plugin's waivers validate where the plugin is installed)"))
+        if path in own and path.name != file_name(parsed.backend):
             problems.append(Problem(where, "backend", f"the file is named {path.name} but holds waivers for "
-                                                      f"{parsed.backend!r}; name it {parsed.backend}.yaml"))
+                                                      f"{parsed.backend!r}; name it {file_name(parsed.backend)}"))
         for index, waiver in enumerate(parsed.waivers):
             field = f"waivers[{index}]"
             for name, message in _problems(waiver, parsed.backend, by_op):
@@ -227,7 +242,7 @@ def apply(result, waivers) -> None:
         if strict:
             result.status, result.failure, result.waiver = "fail", "xpass", strict.id
             result.detail = (f"expected failure {strict.id} passed: remove waiver {strict.id} from "
-                             f"{strict.file or 'specs/_waivers/' + strict.backend + '.yaml'} (or narrow its match) "
+                             f"{strict.file or 'specs/_waivers/' + file_name(strict.backend)} (or narrow its match) "
                              f"| observed: {result.detail}")
         return
     if result.status not in WAIVABLE:
@@ -301,7 +316,7 @@ def propose(records: list[dict], existing, today_: datetime.date | None = None, 
                      default=0)
         lines = [f"# Draft waivers for backend {backend}{' from ' + source if source else ''}.",
                  "# Investigate each failure first: fix the kernel, or the spec if the spec is wrong. Only then",
-                 f"# paste what stays into specs/_waivers/{backend}.yaml and write reason and tracking: validation",
+                 f"# paste what stays into specs/_waivers/{file_name(backend)} (or your own --waivers file) and write reason and tracking: validation",
                  "# rejects a waiver until both are filled in.",
                  f"backend: {backend}", "waivers:"]
         for (b, op, check, failure, group), rs in sorted(groups.items()):

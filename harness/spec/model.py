@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-DType = Literal["float32", "float64", "float16", "bfloat16", "int32", "int64"]
+DType = Literal["float32", "float64", "float16", "bfloat16", "int32", "int64", "bool"]
 FloatDType = Literal["float32", "float64", "float16", "bfloat16"]
 Role = Literal["grad_output", "forward_input", "forward_output", "saved_activation"]
 Tier = Literal["smoke", "ci", "nightly"]
@@ -24,17 +24,28 @@ NonNegative = Annotated[int, Field(ge=0)]
 class Section(BaseModel):
     # Non-finite numbers only where a field says so (special values): `atol: .inf` or `mean: .nan`
     # would pass every check and break the run.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 class TypeConstraint(Section):
     types: list[DType] = Field(min_length=1, description="the dtypes this type variable may take")
     description: str = ""
+    """what the tensors of this type are, e.g. `description: Floating-point tensors.`"""
 
 
 class Range(Section):
     min: int = Field(0, ge=0)
+    """the smallest rank, e.g. `min: 1`"""
     max: int = Field(8, ge=0)
+    """the largest rank, e.g. `max: 8`"""
+
+
+class ValueRange(Section):
+    """The values an input may hold (e.g. Dropout's ratio in [0, 1)); any element outside makes the case invalid."""
+    min: float | None = Field(None, description="the smallest valid value, e.g. `min: 0`")
+    max: float | None = Field(None, description="the largest valid value, e.g. `max: 1`")
+    min_exclusive: bool = Field(False, description="true: min itself is invalid, e.g. `min_exclusive: true`")
+    max_exclusive: bool = Field(False, description="true: max itself is invalid, e.g. `max_exclusive: true`")
 
 
 class Input(Section):
@@ -42,32 +53,58 @@ class Input(Section):
     type: str = Field(description="a type variable from type_constraints, e.g. T")
     role: Role = Field(description="grad_output, forward_input, forward_output or saved_activation")
     optional: bool = False
+    """true when the op accepts the input left out, e.g. `optional: true`"""
     description: str = ""
+    """what the input holds, e.g. `description: Relu's input.`"""
     grad_of: str | None = Field(None, description="for a grad_output: the forward output it is the gradient of")
     forward_name: str | None = Field(None, description="the forward tensor this input holds, if named differently")
     shape_from: str | None = Field(None, description="the input whose shape this one must equal")
     shape_fn: Dotted | None = Field(None, description="module:function(shapes, params) giving the required shape")
+    shape: list[NonNegative] | None = Field(None, description="a fixed shape, e.g. [] for a scalar or [2] for a "
+                                            "2-element tensor", examples=[[], [2]])
+    values: ValueRange | None = Field(None, description="the values the op accepts; a valid group drawing others is "
+                                      "a spec error, an invalid group may plant them",
+                                      examples=[{"min": 0, "max": 1, "max_exclusive": True}])
     rank: Range | None = None
+    """the ranks the op accepts, e.g. `rank: {min: 1, max: 8}`"""
 
 
 class Output(Section):
     name: Identifier
     type: str = Field(description="a type variable from type_constraints, e.g. T")
     optional: bool = False
+    """true when the output may be left unrequested, e.g. `optional: true`"""
     description: str = ""
+    """what the output holds, e.g. `description: Gradient with respect to X.`"""
     grad_of: str | None = Field(None, description="the forward input this output is the gradient of")
     shape_from: str | None = Field(None, description="the input whose shape this output has")
 
 
 class Attribute(Section):
     type: Literal["int", "float", "string", "ints", "floats", "strings"]
+    """the ONNX attribute type, e.g. `type: int`"""
     default: Any = None
+    """the value when the node does not write it, e.g. `default: -1`"""
     required: bool = False
+    """true when the op has no default, e.g. `required: true`"""
     min: float | None = None
+    """the smallest valid value, e.g. `min: 0`"""
     max: float | None = None
+    """the largest valid value, e.g. `max: 1`"""
     allowed: list[Any] | None = Field(None, min_length=1, description="the only values allowed")
     axis_of: str | None = Field(None, description="the input this attribute is an axis of: [-rank, rank)")
     description: str = ""
+    """what the attribute means, e.g. `description: The axis to normalize over.`"""
+
+
+class ShapeRule(Section):
+    """The shape of a forward input the gradient op does not take (e.g. LayerNormalization's bias): exactly one
+    of shape_from (an op input or another forward input), shape_fn or shape."""
+    shape_from: str | None = Field(None, description="the op input or forward input whose shape this one equals",
+                                   examples=["dY"])
+    shape_fn: Dotted | None = Field(None, description="module:function(shapes, params) giving the shape; shapes "
+                                    "holds the op inputs' shapes", examples=["reference.shapes:last_axis"])
+    shape: list[NonNegative] | None = Field(None, description="a fixed shape, [] for a scalar", examples=[[]])
 
 
 class Forward(Section):
@@ -75,13 +112,24 @@ class Forward(Section):
     domain: str = Field("", description="'' for ai.onnx, or com.microsoft")
     reference: Dotted
     inputs: list[Identifier] = Field(min_length=1)
+    """the forward op's inputs, named as its reference's parameters, e.g. `inputs: [X, Scale, B]`"""
     outputs: list[Identifier] = Field(min_length=1)
+    """the forward op's outputs in the order its reference returns them, e.g. `outputs: [Y, mean, inv_std_var]`"""
     attributes: list[str] = Field([], description="the spec attributes the forward op takes too")
+    own_attributes: dict[Identifier, Attribute] = Field(
+        {}, description="attributes only the forward op takes (e.g. LayerNormalization's epsilon): group params "
+        "may set them; they reach the forward reference and the gradient check, never the gradient node",
+        examples=[{"epsilon": {"type": "float", "default": 1e-5}}])
+    shapes: dict[Identifier, ShapeRule] = Field(
+        {}, description="shape rules of the forward inputs the gradient op does not take (unless cases.shapes "
+        "gives them)", examples=[{"X": {"shape_from": "dY"}}, {"B": {"shape_fn": "reference.shapes:last_axis"}}])
 
 
 class Tolerance(Section):
     atol: float = Field(ge=0)
+    """absolute tolerance, e.g. `atol: 1e-3`"""
     rtol: float = Field(ge=0)
+    """relative tolerance, e.g. `rtol: 1e-2`"""
     reason: str = Field(min_length=10, description="why this dtype needs other tolerances than the defaults")
 
 
@@ -94,26 +142,78 @@ class Accuracy(Section):
 
 
 class Generator(Section):
-    """How the values of one tensor are drawn (in float64, then rounded to the case dtype)."""
+    """How the values of one tensor are drawn (in float64, then rounded to the case dtype); integer and bool
+    tensors take literal `values` or one of the kinds mask, labels, indices."""
+    kind: Literal["float"] = Field("float", description="float (the default) draws real numbers; see mask, labels, "
+                                   "indices for bool and integer tensors")
     distribution: Literal["normal", "uniform"] = "normal"
+    """normal or uniform, e.g. `distribution: uniform`"""
     mean: float = 0.0
+    """the normal distribution's mean, e.g. `mean: 0.5`"""
     std: float = Field(1.0, ge=0)
+    """the normal distribution's standard deviation, e.g. `std: 3`"""
     low: float = -1.0
+    """the uniform distribution's low end, e.g. `low: -8`"""
     high: float = 1.0
+    """the uniform distribution's high end, e.g. `high: 8`"""
     special: list[Value] = Field([], description="values planted among the drawn ones")
     fraction: float = Field(0.25, gt=0, le=1, description="share of elements replaced by special values")
     values: list[Value] | None = Field(None, min_length=1, description="literal values, repeated to fill the tensor")
 
 
+# A bound an integer generator reads: an int, a case param's name, or `input:axis` (that input's dimension).
+Bound = Union[int, Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(:-?\d+)?$")]]
+
+
+class MaskGenerator(Section):
+    """A bool mask (e.g. Dropout's): each element is true with probability `keep`."""
+    kind: Literal["mask"]
+    """write mask, e.g. `{kind: mask, keep: 0.9}`"""
+    keep: float = Field(0.5, ge=0, le=1, description="the probability of true (kept)", examples=[0.9])
+
+
+class LabelsGenerator(Section):
+    """Class labels in [0, classes), some set to ignore_index (e.g. SoftmaxCrossEntropyLoss's labels)."""
+    kind: Literal["labels"]
+    """write labels, e.g. `{kind: labels, classes: \"scores:1\", ignore_index: -100}`"""
+    classes: Bound = Field(description="the number of classes: an int, a case param, or input:axis",
+                           examples=["scores:1", "num_classes", 10])
+    ignore_index: int | None = Field(None, description="a label value planted among the drawn ones", examples=[-100])
+    ignore_fraction: float = Field(0.1, ge=0, le=1, description="share of elements set to ignore_index")
+
+
+class IndicesGenerator(Section):
+    """Indices into a dimension, in range and, on request, out of range (e.g. GatherGrad's indices)."""
+    kind: Literal["indices"]
+    """write indices, e.g. `{kind: indices, dim: \"X:0\", negative: true, out_of_range: 0.1}`"""
+    dim: Bound | None = Field(None, description="the size indexed: an int, a case param, or input:axis; valid "
+                              "indices are [0, dim), and [-dim, 0) too with negative", examples=["shape:0", "X:0"])
+    range: tuple[int, int] | None = Field(None, description="[low, high): the valid indices, instead of dim",
+                                          examples=[[0, 10]])
+    negative: bool = Field(False, description="draw valid negative indices too ([-dim, 0))")
+    out_of_range: float = Field(0.0, ge=0, le=1, description="share of elements outside the valid indices")
+
+
+def _generator_kind(value) -> str:
+    return value.get("kind", "float") if isinstance(value, dict) else getattr(value, "kind", "float")
+
+
+AnyGenerator = Annotated[Union[Annotated[Generator, Tag("float")], Annotated[MaskGenerator, Tag("mask")],
+                               Annotated[LabelsGenerator, Tag("labels")], Annotated[IndicesGenerator, Tag("indices")]],
+                         Discriminator(_generator_kind)]
+
+
 class Group(Section):
     name: GroupName
     description: str = ""
+    """what the group covers, e.g. `description: Values near the kink at 0.`"""
     tier: Tier = Field("ci", description="the smallest tier that runs this group: smoke, ci or nightly")
     dtypes: list[DType] | None = Field(None, min_length=1, description="defaults to cases.dtypes; leave it out "
                                        "rather than write []")
     params: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(
         {}, description="each key maps to a non-empty list of values; cases are their product")
-    inputs: dict[str, Generator] = Field({}, description="generators by input name, overriding cases.inputs")
+    inputs: dict[str, AnyGenerator] = Field({}, description="generators by input name, overriding cases.inputs",
+                                            examples=[{"mask": {"kind": "mask", "keep": 0.9}}])
     vjp: bool | str = Field(True, description="false-like: write the reason the VJP identity does not apply")
     timeout: float | None = Field(None, gt=0, description="seconds a backend may take on one of these cases before "
                                   "it counts as a hang; shortens the run's --timeout (for inputs known to hang)")
@@ -125,16 +225,23 @@ class InvalidGroup(Group):
                                                  "lists of non-negative ints")
     attributes: dict[str, Any] = Field({}, description="attribute values written as-is, even out of range")
     vjp: bool | str = False
+    """invalid cases have no gradient check: false"""
 
 
 class Cases(Section):
     seed: int = 0
+    """mixed into every case's seed; change it to draw other values, e.g. `seed: 0`"""
     dtypes: list[DType] = Field(min_length=1, description="the dtypes a group runs in unless it says otherwise")
-    inputs: dict[str, Generator] = Field({}, description="default generators by op input or forward input name")
+    inputs: dict[str, AnyGenerator] = Field({}, description="default generators by op input or forward input name",
+                                            examples=[{"X": {"distribution": "uniform", "low": -3, "high": 3}},
+                                                      {"labels": {"kind": "labels", "classes": "scores:1",
+                                                                  "ignore_index": -100}}])
     params: dict[str, str] = Field({}, description="extra case parameters for hooks: name -> meaning")
     shapes: Dotted | None = Field(None, description="module:function(params) -> {input: shape}")
     groups: list[Group] = Field(min_length=1)
+    """the valid groups of cases, e.g. `groups: [{name: basic, params: {shape: [[2, 3]]}}]`"""
     invalid: list[InvalidGroup] = []
+    """groups of inputs every backend must reject, e.g. `invalid: [{name: bad_axis, why: axis out of range, params: {shape: [[2, 3]]}, attributes: {axis: 5}}]`"""
 
 
 DivergenceResult = Literal["wrong_values", "crash", "hang", "accepts_invalid", "unsupported"]
@@ -142,7 +249,9 @@ DivergenceResult = Literal["wrong_values", "crash", "hang", "accepts_invalid", "
 
 class Divergence(Section):
     id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    """a short lowercase id, e.g. `id: ort-float64-in-float32`"""
     backend: str
+    """the backend that diverges, e.g. `backend: ort`"""
     cases: list[str] = Field(min_length=1, description="globs over case ids, e.g. 'infinities/*'")
     dtypes: list[DType] | None = Field(None, min_length=1, description="the dtypes covered; leave it out for all")
     outputs: list[str] | None = Field(None, min_length=1, description="the outputs affected; leave it out for all")
@@ -152,6 +261,7 @@ class Divergence(Section):
     summary: str = Field(min_length=10, description="one line: what the backend does instead of the math")
     evidence: str = Field(min_length=10, description="what was run, what came back, which version, when")
     links: list[str] = []
+    """issues or sources that show the divergence, e.g. `links: [https://github.com/microsoft/onnxruntime/issues/1]`"""
 
     @property
     def results(self) -> list[str]:
@@ -167,6 +277,7 @@ class Alternative(Section):
     name: str = Field(min_length=3, description="what a match means, e.g. 'legacy SoftmaxGrad axis semantics'")
     reference: Dotted = Field(description="module:function taking the reference's inputs and attributes")
     description: str = ""
+    """where such semantics come from, e.g. `description: opset < 13 softmax coerces to 2-D.`"""
 
 
 class OwnSavedState(Section):
@@ -180,24 +291,41 @@ class OwnSavedState(Section):
 
 class Spec(Section):
     schema_version: Literal[1]
+    """the spec format's version; write 1, e.g. `schema_version: 1`"""
     op: Identifier
     domain: str = "com.microsoft"
+    """the op's domain, e.g. `domain: com.microsoft` ('' for ai.onnx)"""
     since_version: int = Field(1, ge=1)
+    """the opset version of the op's schema, e.g. `since_version: 1`"""
     summary: str = Field(min_length=10)
+    """one sentence on what the op computes, e.g. `summary: Gradient of Relu with respect to its input.`"""
     description: str = ""
+    """anything a reader needs beyond the summary: conventions, shapes, edge cases"""
     formula: str
+    """the math, e.g. `formula: \"dX = dY * (X > 0)\"`"""
     references: list[str] = []
+    """links to the schema and kernel sources, e.g. `references: [https://github.com/microsoft/onnxruntime/...]`"""
     forward: Forward | None = None
+    """the forward op this op is the gradient of, e.g. `forward: {op: Relu, reference: \"reference.forward.activations:relu\", inputs: [X], outputs: [Y]}`"""
     type_constraints: dict[str, TypeConstraint] = Field(min_length=1)
+    """type variables and their dtypes, e.g. `type_constraints: {T: {types: [float32, float64]}, TMask: {types: [bool]}}`"""
     inputs: list[Input] = Field(min_length=1)
+    """the op's inputs in schema order, e.g. `inputs: [{name: dY, type: T, role: grad_output, grad_of: Y}]`"""
     outputs: list[Output] = Field(min_length=1)
+    """the op's outputs in schema order, e.g. `outputs: [{name: dX, type: T, shape_from: X, grad_of: X}]`"""
     attributes: dict[Identifier, Attribute] = {}
+    """the op's attributes by name, e.g. `attributes: {axis: {type: int, default: -1, axis_of: X}}`"""
     reference: Dotted = Field(description="the NumPy reference, module.path:function")
     valid_if: Dotted | None = Field(None, description="module:function(shapes, attributes) -> problem or None")
+    valid_values: Dotted | None = Field(None, description="module:function(inputs, attributes) -> problem or None, "
+                                        "for validity that reads input values", examples=["reference.ops.dropout:check"])
     tolerances: dict[FloatDType, Tolerance] = {}
+    """per-dtype atol/rtol replacing the defaults, e.g. `tolerances: {float16: {atol: 1e-3, rtol: 1e-2, reason: ...}}`"""
     accuracy: Accuracy | None = Field(None, description="for reductions: an error term that grows with their length")
     cases: Cases
+    """the inputs to test: dtypes, generators, groups of params, invalid groups"""
     known_divergences: list[Divergence] = []
+    """backends' documented departures from the spec, with evidence (see Divergence)"""
     own_saved_state: OwnSavedState | None = Field(None, description="feed saved activations from the backend's own "
                                                   "forward-with-state op as a second check")
     alternative_semantics: list[Alternative] = Field([], description="wrong semantics a failure is diagnosed "

@@ -265,6 +265,15 @@ def variants() -> list[dict]:
     add("waiver_alias_bomb", WAIVERS, alias_chain(8) + "backend: ort\n", "line", "aliases")
     add("waivers_not_a_list", WAIVERS, "backend: ort\nwaivers: {id: ORT-0001}\n", "waivers", "list")
     add("waiver_id_spaces", WAIVERS, waiver("id: ORT-0001", "id: ORT 0001"), "waivers[0].id", "pattern")
+    # ---- the training-op features: generators by kind, value ranges (the forward section's checks are in
+    # tests/test_spec_format_features.py: their fixture's hooks take what those fields pass) ----
+    add("generator_kind_unknown", SPEC, edited("dY: {distribution: normal, std: 1.0}", "dY: {kind: masks, keep: 0.5}"),
+        "cases.inputs.dY", "kind")
+    add("mask_keep_above_one", SPEC, edited("dY: {distribution: normal, std: 1.0}", "dY: {kind: mask, keep: 1.5}"),
+        "cases.inputs.dY.mask.keep", "1")
+    add("values_range_not_a_mapping", SPEC, edited("shape_from: dY, description: Relu's input",
+                                                    "shape_from: dY, values: [0, 1], description: Relu's input"),
+        "inputs[1].values", "valid")
     return v
 
 

@@ -14,7 +14,8 @@ from .omp_helpers import run_isolated
 REPO = Path(__file__).resolve().parents[2]
 ALL_OPS = ["ReluGrad", "SigmoidGrad", "TanhGrad", "QuickGeluGrad", "LeakyReluGrad", "GeluGrad", "FastGeluGrad",
            "BiasGeluGrad_dX", "BiasFastGeluGrad_dX", "SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
-           "LogSoftmaxGrad_13", "ConvGrad", "GRUTraining", "GRUGrad"]
+           "LogSoftmaxGrad_13", "ConvGrad", "GRUTraining", "GRUGrad", "LayerNormalizationGrad",
+           "SimplifiedLayerNormalizationGrad"]
 
 
 def test_op_list_and_info(lib):
@@ -169,10 +170,11 @@ def test_threads_zero_means_default(lib):
 
 
 def test_queries_out_of_range():
-    r = run_isolated(RAW_PRELUDE + "print(bool(lib.opc_op_at(-1)), bool(lib.opc_op_at(16)), bool(lib.opc_find_op(None)),"
+    n = len(ALL_OPS)
+    r = run_isolated(RAW_PRELUDE + f"print(bool(lib.opc_op_at(-1)), bool(lib.opc_op_at({n})), bool(lib.opc_find_op(None)),"
                                    " lib.opc_status_name(77).decode(), lib.opc_op_count())")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["False", "False", "False", "OPC_ERR_UNKNOWN_STATUS", "16"]
+    assert r.stdout.split() == ["False", "False", "False", "OPC_ERR_UNKNOWN_STATUS", str(n)]
 
 
 # ---- build failures give a clear message -----------------------------------------------------

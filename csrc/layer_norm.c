@@ -1,0 +1,202 @@
+/* LayerNormalizationGrad and SimplifiedLayerNormalizationGrad (RMSNorm): float32, float64, float16
+ * (float16 loaded into float32 and rounded once). The statistics (mean, inv_std_var) may be float32
+ * or float64 for any data type, as ORT's schema allows.
+ *
+ * X is viewed as [N, M]: N rows (dims before axis), M = prod(dims[axis:]). Per row, one pass sums
+ * g = dY * scale and g * xhat (16 interleaved partials combined in a fixed order) and adds dY * xhat
+ * and dY into the row's chunk of column partial sums; a second pass over the row (in cache) writes
+ * X_grad. Chunks are CHUNK consecutive rows whatever the thread count; scale_grad and bias_grad sum the
+ * chunk partials in chunk order, split over columns. So every output is bitwise the same at any thread
+ * count. */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "ops.h"
+
+#define CHUNK 32 /* rows per column-partial chunk: fixed, so the summation order never depends on threads */
+
+typedef struct {
+    bool simplified;
+    int32_t dtype, stat_dtype;
+    int64_t N, M;
+} ln_plan;
+
+static int32_t prep(opc_call *c, void *plan_v, opc_shape *outs, bool simplified) {
+    ln_plan *p = plan_v;
+    int32_t s, n_in = simplified ? 4 : 5;
+    for (int32_t i = 0; i < n_in; i++)
+        if ((s = opc_require(c, i))) return s;
+    const opc_tensor *dy = c->in[0], *x = c->in[1], *scale = c->in[2];
+    const int32_t idx[] = {1, 0, 2};
+    if ((s = opc_check_supported_dtype(c, x->dtype))) return s;
+    if ((s = opc_check_dtypes(c, x->dtype, idx, 3))) return s;
+    int32_t sdt = c->in[3]->dtype;
+    for (int32_t i = 3; i < n_in; i++) {
+        const opc_tensor *t = c->in[i];
+        if ((t->dtype != OPC_FLOAT && t->dtype != OPC_DOUBLE) || t->dtype != sdt)
+            return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "%s has dtype %s; the statistics must be both float32 or both float64",
+                            c->desc->input_names[i], opc_dtype_name(t->dtype));
+    }
+    char a[200], b[200];
+    if (!opc_same_shape(dy, x))
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "Y_grad shape %s differs from X shape %s",
+                        opc_shape_str(dy, a, sizeof a), opc_shape_str(x, b, sizeof b));
+    int32_t r = x->rank;
+    if (r == 0) return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "X must have rank >= 1, got a scalar");
+    int64_t axis;
+    if ((s = opc_attr_int(c, "axis", -1, &axis))) return s;
+    if (axis < -(int64_t)r || axis > (int64_t)r - 1)
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "axis %lld is not in the valid range [%d, %d] for rank %d",
+                        (long long)axis, -(int)r, (int)r - 1, (int)r);
+    if (axis < 0) axis += r;
+    bool scale_ok = scale->rank == r - axis;
+    for (int32_t i = 0; scale_ok && i < scale->rank; i++) scale_ok = scale->shape[i] == x->shape[axis + i];
+    if (!scale_ok)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "scale shape %s differs from X's dims from axis %lld on (X %s)",
+                        opc_shape_str(scale, a, sizeof a), (long long)axis, opc_shape_str(x, b, sizeof b));
+    p->N = 1;
+    for (int32_t i = 0; i < axis; i++) p->N *= x->shape[i];
+    p->M = opc_numel(scale);
+    for (int32_t i = 3; i < n_in; i++)
+        if (opc_numel(c->in[i]) != p->N)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s has %lld elements; one per row of X (%lld) needed",
+                            c->desc->input_names[i], (long long)opc_numel(c->in[i]), (long long)p->N);
+    p->simplified = simplified;
+    p->dtype = x->dtype;
+    p->stat_dtype = sdt;
+    opc_shape_from(&outs[0], x);
+    opc_shape_from(&outs[1], scale);
+    if (!simplified) opc_shape_from(&outs[2], scale);
+    return OPC_OK;
+}
+
+int32_t opc_prep_layernorm_grad(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, false); }
+int32_t opc_prep_rmsnorm_grad(opc_call *c, void *p, opc_shape *o) { return prep(c, p, o, true); }
+
+/* ---- kernels per storage type ST / accumulator AT ------------------------------------------- */
+
+#define LD_ID(p, i) (p)[i]
+#define ST_ID(v) (v)
+#define LD_F16(p, i) opc_f16_to_f32((p)[i])
+#define ST_F16(v) opc_f32_to_f16(v)
+
+/* Rows [c0*CHUNK, ...) of chunks [c0, c1): X_grad (if dx), and per chunk the column partials
+ * cs (sum dY * xhat) and cb (sum dY; NULL for RMSNorm) at part + chunk * 2M. */
+#define KERNELS(SFX, ST, AT, LD, STO)                                                              \
+    CLONES static void chunks_##SFX(const ST *restrict dy, const ST *restrict x,                   \
+                                    const ST *restrict sc, const AT *restrict mu,                  \
+                                    const AT *restrict inv, ST *restrict dx, AT *restrict part,    \
+                                    int64_t c0, int64_t c1, int64_t N, int64_t M, bool simple) {   \
+        for (int64_t ch = c0; ch < c1; ch++) {                                                     \
+            AT *restrict cs = part + ch * 2 * M, *restrict cb = cs + M;                            \
+            for (int64_t j = 0; j < 2 * M; j++) cs[j] = 0;                                         \
+            int64_t r1 = (ch + 1) * CHUNK < N ? (ch + 1) * CHUNK : N;                              \
+            for (int64_t r = ch * CHUNK; r < r1; r++) {                                            \
+                const ST *a = dy + r * M, *b = x + r * M;                                          \
+                AT m = simple ? (AT)0 : mu[r], iv = inv[r];                                        \
+                AT s1[16] = {0}, s2[16] = {0};                                                     \
+                int64_t i = 0;                                                                     \
+                for (; i + 16 <= M; i += 16)                                                       \
+                    for (int k = 0; k < 16; k++) {                                                 \
+                        AT d = (AT)LD(a, i + k), xh = ((AT)LD(b, i + k) - m) * iv;                 \
+                        AT g = d * (AT)LD(sc, i + k);                                              \
+                        s1[k] += g;                                                                \
+                        s2[k] += g * xh;                                                           \
+                        cs[i + k] += d * xh;                                                       \
+                        cb[i + k] += d;                                                            \
+                    }                                                                              \
+                for (; i < M; i++) {                                                               \
+                    AT d = (AT)LD(a, i), xh = ((AT)LD(b, i) - m) * iv, g = d * (AT)LD(sc, i);      \
+                    s1[i & 15] += g;                                                               \
+                    s2[i & 15] += g * xh;                                                          \
+                    cs[i] += d * xh;                                                               \
+                    cb[i] += d;                                                                    \
+                }                                                                                  \
+                if (!dx) continue;                                                                 \
+                AT t1 = 0, t2 = 0;                                                                 \
+                for (int k = 0; k < 16; k++) t1 += s1[k], t2 += s2[k];                             \
+                AT mg = simple ? (AT)0 : t1 / (AT)M, mgx = t2 / (AT)M;                             \
+                ST *o = dx + r * M;                                                                \
+                for (i = 0; i < M; i++) {                                                          \
+                    AT xh = ((AT)LD(b, i) - m) * iv, g = (AT)LD(a, i) * (AT)LD(sc, i);             \
+                    o[i] = STO(iv * (g - mg - xh * mgx));                                          \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* Columns [j0, j1): chunk partials summed in chunk order into scale_grad / bias_grad. */      \
+    CLONES static void columns_##SFX(const AT *restrict part, ST *restrict gs, ST *restrict gb,    \
+                                     int64_t chunks, int64_t M, int64_t j0, int64_t j1) {          \
+        for (int64_t j = j0; j < j1; j++) {                                                        \
+            AT vs = 0, vb = 0;                                                                     \
+            for (int64_t ch = 0; ch < chunks; ch++) {                                              \
+                vs += part[ch * 2 * M + j];                                                        \
+                vb += part[ch * 2 * M + M + j];                                                    \
+            }                                                                                      \
+            if (gs) gs[j] = STO(vs);                                                               \
+            if (gb) gb[j] = STO(vb);                                                               \
+        }                                                                                          \
+    }
+
+KERNELS(f32, float, float, LD_ID, ST_ID)
+KERNELS(f64, double, double, LD_ID, ST_ID)
+KERNELS(f16, uint16_t, float, LD_F16, ST_F16)
+
+/* The statistics converted once to the accumulator type (they are N values: cheap). */
+static void *stats_as(const opc_tensor *t, int64_t n, bool to_double) {
+    void *out = malloc((size_t)(n > 0 ? n : 1) * (to_double ? sizeof(double) : sizeof(float)));
+    if (!out) return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        double v = t->dtype == OPC_DOUBLE ? ((const double *)t->data)[i] : ((const float *)t->data)[i];
+        if (to_double) ((double *)out)[i] = v;
+        else ((float *)out)[i] = (float)v;
+    }
+    return out;
+}
+
+int32_t opc_exec_layernorm_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
+    const ln_plan *p = plan_v;
+    void *dx = outs[0].data, *gs = outs[1].data, *gb = p->simplified ? NULL : outs[2].data;
+    if (!dx && !gs && !gb) return OPC_OK;
+    int64_t N = p->N, M = p->M, chunks = (N + CHUNK - 1) / CHUNK;
+    bool wide = p->dtype == OPC_DOUBLE;
+    size_t at = wide ? sizeof(double) : sizeof(float);
+    int64_t part_elems;
+    if (!opc_mul_ok(chunks > 0 ? chunks : 1, 2 * (M > 0 ? M : 1), &part_elems) || part_elems > OPC_MAX_ELEMS)
+        return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "column partial sums of %lld x %lld do not fit",
+                        (long long)chunks, (long long)M);
+    void *part = calloc((size_t)part_elems, at);
+    void *inv = stats_as(c->in[p->simplified ? 3 : 4], N, wide);
+    void *mu = p->simplified ? NULL : stats_as(c->in[3], N, wide);
+    if (!part || !inv || (!p->simplified && !mu)) {
+        free(part), free(inv), free(mu);
+        return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "cannot allocate %lld partial sums", (long long)part_elems);
+    }
+    const void *dy = c->in[0]->data, *x = c->in[1]->data, *sc = c->in[2]->data;
+    /* One parallel region (a second would wake the team again): rows by chunk, a barrier, then columns. */
+    int64_t want = (N * M + chunks * M) / opc_grain(32768) + 1, most = chunks > M ? chunks : M;
+    int nt = (int)(want < c->threads ? want : c->threads);
+    if (nt > most) nt = (int)most;
+    if (nt < 1) nt = 1;
+#define RUN(SFX, ST, AT)                                                                           \
+    _Pragma("omp parallel num_threads(nt) if(nt > 1)") {                                           \
+        int64_t lo, hi;                                                                            \
+        opc_split(chunks, omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);               \
+        chunks_##SFX((const ST *)dy, (const ST *)x, (const ST *)sc, (const AT *)mu,                \
+                     (const AT *)inv, (ST *)dx, (AT *)part, lo, hi, N, M, p->simplified);          \
+        if (gs || gb) {                                                                            \
+            _Pragma("omp barrier")                                                                 \
+            opc_split(M, omp_get_num_threads(), omp_get_thread_num(), 16, &lo, &hi);               \
+            columns_##SFX((const AT *)part, (ST *)gs, (ST *)gb, chunks, M, lo, hi);                \
+        }                                                                                          \
+    }
+    switch (p->dtype) {
+    case OPC_FLOAT: RUN(f32, float, float) break;
+    case OPC_DOUBLE: RUN(f64, double, double) break;
+    case OPC_FLOAT16: RUN(f16, uint16_t, float) break;
+    default: break;
+    }
+#undef RUN
+    free(part), free(inv), free(mu);
+    return OPC_OK;
+}

@@ -1,0 +1,68 @@
+"""One case as an ONNX backend-test directory, the layout of onnx's own backend tests:
+
+    <case>/model.onnx                    the one-node model (harness.backends.onnx_model, bfloat16 native)
+    <case>/test_data_set_0/input_K.pb    a TensorProto per graph input, K = its position
+    <case>/test_data_set_0/output_K.pb   a TensorProto per graph output (expected, or written by a backend)
+
+`opconform export-onnx` writes cases in it with the reference outputs; the command backend writes the
+inputs and reads back the outputs its command wrote.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from harness.backends.base import Request
+from harness.backends.onnx_model import build
+from harness.core import dtypes
+
+DATASET = "test_data_set_0"
+
+
+class MalformedOutput(ValueError):
+    """An output file that is missing or is not a TensorProto."""
+
+
+def write_tensor(path: Path, array: np.ndarray, name: str) -> None:
+    path.write_bytes(numpy_helper.from_array(array, name).SerializeToString())
+
+
+def write_case(request: Request, directory: Path) -> onnx.ModelProto:
+    """model.onnx and test_data_set_0/input_K.pb for the request; returns the model written."""
+    model = onnx.load_from_string(build(request, bfloat16_as_float32=False).model)
+    dataset = directory / DATASET
+    dataset.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(directory / "model.onnx"))
+    by_name = request.named_inputs()
+    for k, graph_input in enumerate(model.graph.input):
+        write_tensor(dataset / f"input_{k}.pb", by_name[graph_input.name], graph_input.name)
+    return model
+
+
+def write_outputs(request: Request, model: onnx.ModelProto, directory: Path, values: dict[str, np.ndarray]) -> None:
+    """test_data_set_0/output_K.pb from values by spec output name, in the output dtypes the spec declares."""
+    spec = request.spec
+    for k, graph_output in enumerate(model.graph.output):
+        dtype = dtypes.NUMPY[spec.dtype_of(spec.output(graph_output.name), request.dtype)]
+        write_tensor(directory / DATASET / f"output_{k}.pb", values[graph_output.name].astype(dtype), graph_output.name)
+
+
+def read_outputs(request: Request, model: onnx.ModelProto, directory: Path) -> list[np.ndarray | None]:
+    """The outputs a backend wrote, in the spec's output order (None where not requested); MalformedOutput
+    names the first file missing or unreadable."""
+    found = {}
+    for k, graph_output in enumerate(model.graph.output):
+        path = directory / DATASET / f"output_{k}.pb"
+        if not path.is_file():
+            raise MalformedOutput(f"output_{k}.pb ({graph_output.name}) was not written")
+        tensor = onnx.TensorProto()
+        try:
+            tensor.ParseFromString(path.read_bytes())
+            found[graph_output.name] = numpy_helper.to_array(tensor)
+        except Exception as e:  # protobuf's DecodeError, or data that does not fit the dims
+            raise MalformedOutput(f"output_{k}.pb is not a TensorProto ({type(e).__name__}: "
+                                  f"{' '.join(str(e).split())[:200]})") from None
+    return [found.get(out.name) if wanted else None for out, wanted in zip(request.spec.outputs, request.outputs)]

@@ -1,0 +1,200 @@
+"""The checked-in ORT training-op table, its generator, the spec/table cross-check and `opconform inventory`."""
+import json
+import sys
+
+import pytest
+
+from conftest import REPO
+from harness.backends.base import Crashed, Outputs
+from harness.backends.worker import HandlerError
+from harness.cli import main
+from harness.data import ORT_TRAINING_OPS, ort_op, ort_training_ops
+from harness.run import inventory
+
+sys.path.insert(0, str(REPO / "tools"))
+import make_ort_op_table  # noqa: E402
+
+# Real differences between a spec and the schema table, each checked to still be there (a fix
+# to either side makes the test fail until the entry is removed).
+KNOWN_DIFFERENCES = {
+    # The schema names LogSoftmaxGrad's second input X, but it is the log-softmax output.
+    "LogSoftmaxGrad": ["input 1: spec 'Y', schema 'X'"],
+    "LogSoftmaxGrad_13": ["input 1: spec 'Y', schema 'X'"],
+    # The table's source revision names it inv_std_dev; the forward LayerNormalization's output is
+    # inv_std_var. ORT binds inputs by position, so only the name differs.
+    "LayerNormalizationGrad": ["input 4: spec 'inv_std_var', schema 'inv_std_dev'"],
+}
+
+
+def test_table_loads_with_the_fields_every_entry_needs():
+    ops = ort_training_ops()
+    assert len(ops) > 40
+    for name, entry in ops.items():
+        assert entry["kind"] in ("gradient", "training"), name
+        assert entry["domain"] in ("", "com.microsoft"), name
+        for formal in entry["inputs"] + entry["outputs"]:
+            assert formal.get("option", "single") in ("single", "optional", "variadic"), name
+            assert formal["type"] in entry["type_constraints"] or "(" not in formal["type"], (name, formal)
+    assert ops["MaxPoolGrad"]["domain"] == "" and ops["MaxPoolGrad"]["since_version"] == 9
+    assert ops["SoftmaxGrad_13"]["attributes"] == {"axis": {"type": "int", "default": -1}}
+    assert ops["DropoutGrad"]["type_constraints"]["T2"] == ["bool"]
+
+
+def test_ort_op_names_a_missing_op():
+    with pytest.raises(KeyError, match="'NoSuchGrad' is not in ort_training_ops.yaml"):
+        ort_op("NoSuchGrad")
+
+
+def test_table_header_says_source_tag_and_how_to_regenerate():
+    head = ORT_TRAINING_OPS.read_text(encoding="utf-8")[:2500]
+    assert "training_op_defs.cc" in head and "v1.19.2" in head and "tools/make_ort_op_table.py" in head
+
+
+def test_every_spec_agrees_with_the_table(catalog):
+    found = {}
+    for spec in catalog.specs:
+        entry = ort_training_ops().get(spec.op)
+        assert entry is not None, f"{spec.op} has a spec but is not in the table"
+        assert entry["domain"] == spec.domain and entry["since_version"] == spec.since_version, spec.op
+        diffs = inventory.schema_differences(spec, entry)
+        if diffs:
+            found[spec.op] = diffs
+    assert found == KNOWN_DIFFERENCES
+
+
+def test_cross_check_names_each_kind_of_difference(catalog):
+    spec = next(s for s in catalog.specs if s.op == "SoftmaxGrad_13")
+    entry = json.loads(json.dumps(ort_op("SoftmaxGrad_13")))
+    entry["inputs"][1]["name"] = "Z"
+    entry["type_constraints"]["T"] = ["float32"]
+    entry["attributes"]["axis"]["default"] = 1
+    entry["attributes"]["extra"] = {"type": "int"}
+    entry["outputs"].append({"name": "dW", "type": "T"})
+    diffs = inventory.schema_differences(spec, entry)
+    assert "input 1: spec 'Y', schema 'Z'" in diffs
+    assert any(d.startswith("input 0 (dY): dtypes ['bfloat16', 'float16', 'float64'] not in") for d in diffs)
+    assert "attribute 'axis': spec default -1, schema 1" in diffs
+    assert "attribute 'extra' of the schema is not declared" in diffs
+    assert "outputs: spec has 1, schema 2" in diffs
+
+
+TOY = r'''
+  ONNX_CONTRIB_OPERATOR_SCHEMA(ToyGrad)
+      .SetDomain(kMSDomain)
+      .SinceVersion(1)
+      .SetDoc(R"DOC(a (doc) with "quotes" and ; )DOC")
+      .Attr("alpha", "a " "b", AttributeProto::FLOAT, 1.5f)
+      .Attr("axis", "x", AttributeProto::INT, static_cast<int64_t>(-1))
+      .Attr("mode", "x", AttributeProto::STRING, std::string("mean"))
+      .Attr("k", "x", AttributeProto::INTS)
+      .Attr("seed", "x", AttributeProto::INT, OPTIONAL_VALUE)
+      .AllowUncheckedAttributes()
+      .Input(0, "dY", "Gradient (of) Y", "T")
+      .Input(1, "mask", "m", "tensor(bool)", OpSchema::Optional)
+      .Output(0, "dX", "g", "T", OpSchema::Variadic, false)
+      .TypeConstraint("T", {"tensor(float16)", "tensor(float)", "tensor(double)"}, "floats")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) { if (a) { f(ctx, ")"); } });
+
+  ONNX_CONTRIB_OPERATOR_SCHEMA(ToyPoolGrad)
+      .SinceVersion(9)
+      .Input(0, "dY", "d", "T")
+#ifdef _DEBUG
+      .Output(0, "dX", "d", "T")
+#endif
+      .TypeConstraint("T", OpSchema::all_tensor_types(), "any");
+  ONNX_CONTRIB_OPERATOR_SCHEMA(Send)
+      .SetDomain(kMSDomain);
+'''
+
+
+def test_generator_reads_the_builder_chain():
+    ops, excluded = make_ort_op_table.parse(TOY)
+    assert excluded == ["Send"]
+    toy, pool = ops
+    assert toy == {
+        "op": "ToyGrad", "domain": "com.microsoft", "since_version": 1, "kind": "gradient",
+        "inputs": [{"name": "dY", "type": "T"}, {"name": "mask", "type": "bool", "option": "optional"}],
+        "outputs": [{"name": "dX", "type": "T", "option": "variadic"}],
+        "attributes": {"alpha": {"type": "float", "default": 1.5}, "axis": {"type": "int", "default": -1},
+                       "mode": {"type": "string", "default": "mean"}, "k": {"type": "ints", "required": True},
+                       "seed": {"type": "int"}},
+        "type_constraints": {"T": ["float16", "float32", "float64"]}, "allow_unchecked_attributes": True}
+    assert pool["domain"] == "" and pool["since_version"] == 9
+    assert pool["outputs"] == [{"name": "dX", "type": "T"}]
+    assert pool["type_constraints"] == {"T": ["all_tensor_types"]}
+
+
+class Sequence(list):
+    """Replies to successive calls for the same op."""
+
+
+class FakeOrt:
+    """Stands in for OrtBackend: spec'd ops run or crash by name; table models reply by op name."""
+
+    def __init__(self, replies):
+        self.replies = replies
+        self.worker = self
+
+    def run(self, request):
+        return self.replies[request.spec.op]
+
+    def call(self, request, timeout=None):
+        import onnx
+
+        op = onnx.load_from_string(request["model"]).graph.node[0].op_type
+        reply = self.replies[op]
+        if isinstance(reply, Sequence):  # one reply per attempt
+            reply = reply.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+def test_rows_classify_each_outcome_and_count_coverage(catalog):
+    fake = FakeOrt({
+        "ReluGrad": Outputs([None]),
+        "TanhGrad": Crashed(signal="SIGSEGV"),
+        "GatherGrad": HandlerError("OrtError", "session|NotImplemented|Could not find an implementation for GatherGrad(1)"),
+        "DivGrad": HandlerError("OrtError", "run|InvalidArgument|bad values"),
+        "FakeQuantGrad": [],
+        "BatchNormInternal": HandlerError("OrtError", "session|Fail|Dimension mismatch"),
+    })
+    rows = inventory.rows(catalog.specs, fake, only=list(fake.replies))
+    by_op = {r.op: r for r in rows}
+    assert (by_op["ReluGrad"].cpu, by_op["ReluGrad"].spec) == (inventory.RUNS, "com.microsoft::ReluGrad@1")
+    assert by_op["TanhGrad"].cpu == inventory.CRASHED
+    assert by_op["GatherGrad"].cpu == inventory.NO_KERNEL and by_op["GatherGrad"].spec == ""
+    assert by_op["DivGrad"].cpu == inventory.REGISTERED  # the session was built; only the values were refused
+    assert by_op["FakeQuantGrad"].cpu == inventory.REGISTERED
+    assert by_op["BatchNormInternal"].cpu == inventory.FAILED
+    assert inventory.covered(rows) == (1, 3)
+    text = inventory.format_text(rows)
+    assert "1 of 3 CPU ops covered (6 ops in the table)" in text
+    assert "GatherGrad: no CPU kernel: Could not find an implementation" in text
+    markdown = inventory.format_markdown(rows)
+    assert "| com.microsoft | GatherGrad | gradient | no | - |" in markdown
+    assert "| com.microsoft | TanhGrad | gradient | crashed | yes |" in markdown
+    assert json.loads(inventory.format_json(rows))["covered"] == 1
+
+
+def test_sequence_ops_are_not_tried(catalog):
+    rows = inventory.rows(catalog.specs, FakeOrt({}), only=["AdamWOptimizer"])
+    assert rows[0].cpu == inventory.NOT_TRIED and "sequences" in rows[0].detail
+
+
+def test_inventory_on_ort_covered_op_runs_and_gathergrad_has_no_cpu_kernel(capsys):
+    pytest.importorskip("onnxruntime")
+    assert main(["inventory", "--ops", "ReluGrad,GatherGrad", "--json"]) == 0
+    rows = {r["op"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows["ReluGrad"]["cpu_yes"] and rows["ReluGrad"]["spec"] == "com.microsoft::ReluGrad@1"
+    assert not rows["GatherGrad"]["cpu_yes"] and rows["GatherGrad"]["cpu"] == inventory.NO_KERNEL
+
+
+def test_placeholder_model_variants_are_tried_until_one_answers(catalog):
+    refused = HandlerError("OrtError", "session|Fail|[ShapeInferenceError] Input tensor must have rank 3")
+    fake = FakeOrt({"LSTMGrad": Sequence([refused, Crashed(signal="SIGSEGV"), []]),
+                    "BatchNormInternal": Sequence([refused, refused, refused])})
+    by_op = {r.op: r for r in inventory.rows(catalog.specs, fake, only=["LSTMGrad", "BatchNormInternal"])}
+    assert by_op["LSTMGrad"].cpu == inventory.REGISTERED
+    assert by_op["LSTMGrad"].detail.endswith("(inputs declared without shapes)")
+    assert by_op["BatchNormInternal"].cpu == inventory.FAILED and "rank 3" in by_op["BatchNormInternal"].detail
