@@ -77,5 +77,5 @@ def test_the_generated_suite_runs_it_without_regenerating(env):
                            "-p", "no:cacheprovider", "-q", "-n", "0"], env=env, cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 1, done.stdout[-3000:]
     failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED ")]
-    assert failed and all("special_values/" in line and line.endswith("-example-kernels]") for line in failed)
+    assert failed and all("special_values/" in line and "-example-kernels]" in line for line in failed)
     assert "passed" in done.stdout.splitlines()[-1]
