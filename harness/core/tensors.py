@@ -54,10 +54,10 @@ def _rule_shapes(case: Case) -> tuple[dict, dict]:
     forward_shapes: dict[str, tuple[int, ...] | None] = {}
     op_inputs = {i.name for i in spec.inputs}
     derived_from_forward: list[str] = []
+    by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
 
     def forward_shape(name: str, seen) -> tuple[int, ...] | None:
         """The shape of a forward input: the op input it is, the hook's, or its rule in forward.shapes."""
-        by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
         if name in by_forward_name:
             return shape_of(by_forward_name[name], seen)
         if name in forward_shapes:
