@@ -38,6 +38,18 @@ static const uint8_t GRUG_OPT[] = {0, 0, 0, 1, 1, 1, 0, 0, 1, 1};
 static const char *const GRUG_OUT[] = {"dX", "dW", "dR", "dB", "dH0"};
 static const char *const GRU_ATTR[] = {"hidden_size", "direction", "activations", "activation_alpha",
                                        "activation_beta", "clip", "linear_before_reset", "layout"};
+static const char *const LSTMT_IN[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+static const uint8_t LSTMT_OPT[] = {0, 0, 0, 1, 1, 1, 1, 1};
+static const char *const LSTMT_OUT[] = {"HAll", "Ht", "Ct", "CAll", "IOFC"};
+static const char *const LSTMG_IN[] = {"X", "W", "R", "sequence_lens", "initial_h", "initial_c",
+                                       "HAll", "CAll", "IOFC", "grad_HAll", "grad_Ht", "grad_Ct"};
+static const uint8_t LSTMG_OPT[] = {0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1};
+static const char *const LSTMG_OUT[] = {"dX", "dW", "dR", "dB", "dH0", "dC0", "dP"};
+static const char *const LSTM_ATTR[] = {"hidden_size", "direction", "activations", "activation_alpha",
+                                        "activation_beta", "clip", "input_forget"};
+/* LSTMGrad: dB_shape / dP_shape, the shapes a model declares for dB and dP (B and P are no inputs) */
+static const char *const LSTMG_ATTR[] = {"hidden_size", "direction", "activations", "activation_alpha",
+                                         "activation_beta", "clip", "input_forget", "dB_shape", "dP_shape"};
 
 /* LayerNorm / RMSNorm gradients: float16 computed in float32; statistics float32 or float64 */
 static const int32_t DT_LN[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16};
@@ -46,6 +58,34 @@ static const char *const RMS_IN[] = {"Y_grad", "X", "scale", "inv_std_var"};
 static const uint8_t REQ4[] = {0, 0, 0, 0};
 static const uint8_t REQ5[] = {0, 0, 0, 0, 0};
 static const char *const LN_OUT[] = {"X_grad", "scale_grad", "bias_grad"};
+
+/* BatchNormalizationGrad: variance holds the saved inverse std; all inputs one dtype, float16 in float32 */
+static const char *const BN_IN[] = {"dY", "X", "scale", "mean", "variance"};
+static const char *const ATTR_EPSILON[] = {"epsilon"};
+
+/* Pool gradients (ai.onnx domain): dX_shape is the shape the model declares for dX */
+static const char *const MPG_IN[] = {"dY", "Indices"};
+static const char *const MPG_ATTR[] = {"dX_shape"};
+static const char *const APG_IN[] = {"dY"};
+static const uint8_t REQ1[] = {0};
+static const char *const APG_ATTR[] = {"kernel_shape", "strides", "auto_pad", "pads", "count_include_pad",
+                                       "ceil_mode", "dX_shape"};
+
+/* DropoutGrad: mask and training_mode bool; ratio any float type; 16-bit dy computed in float32 */
+static const char *const DROPOUT_IN[] = {"dy", "mask", "ratio", "training_mode"};
+static const uint8_t DROPOUT_OPT[] = {0, 0, 1, 1};
+static const char *const DROPOUT_OUT[] = {"dx"};
+
+/* GatherGrad / GatherElementsGrad: shape int64 (or int32) values are dX's shape; indices int32 or int64 */
+static const char *const GG_IN[] = {"shape", "indices", "dY"};
+static const char *const GEG_IN[] = {"dY", "shape", "indices"};
+static const int32_t DT_GG[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16, OPC_BFLOAT16};
+
+/* SoftmaxCrossEntropyLossGrad: label int32 or int64; 16-bit types computed in float32 */
+static const char *const SCE_IN[] = {"dY", "log_prob", "label", "weight"};
+static const uint8_t SCE_OPT[] = {0, 0, 0, 1};
+static const char *const SCE_OUT[] = {"d_logits"};
+static const char *const SCE_ATTR[] = {"reduction", "ignore_index"};
 
 #define EW(NAME, IN, NIN, REQ, ATTRS, NATTR, DTS, NDT, NOTES, PREP, EXEC)                         \
     {{NAME, NIN, IN, REQ, 1, OUT_DX, NDT, DTS, NATTR, ATTRS, NOTES}, PREP, EXEC}
@@ -87,18 +127,52 @@ static const opc_op_entry OPS[] = {
       "pads together with auto_pad != NOTSET are rejected"},
      opc_prep_conv, opc_exec_conv},
     {{"GRUTraining", 6, GRUT_IN, GRUT_OPT, 3, GRUT_OUT, 2, DT_F32_F64, 8, GRU_ATTR,
-      "direction forward or reverse (bidirectional rejected); activations only Sigmoid,Tanh; "
-      "clip supported; sequence_lens accepted only when every entry equals seq_length; layout 0 only"},
+      "layout 0 only"},
      opc_prep_gru_train, opc_exec_gru_train},
     {{"GRUGrad", 10, GRUG_IN, GRUG_OPT, 5, GRUG_OUT, 2, DT_F32_F64, 8, GRU_ATTR,
-      "as GRUTraining; missing B, initial_h, grad_HAll, grad_Ht count as zeros"},
+      "as GRUTraining; LeakyRelu and Elu with alpha < 0 rejected (not invertible from the saved ZRH); "
+      "missing B, initial_h, grad_HAll, grad_Ht count as zeros"},
      opc_prep_gru_grad, opc_exec_gru_grad},
+    {{"LSTMTraining", 8, LSTMT_IN, LSTMT_OPT, 5, LSTMT_OUT, 2, DT_F32_F64, 7, LSTM_ATTR,
+      "gates i, o, f, c; IOFC holds their post-activation values; P = [Pi, Po, Pf]; missing B, initial_h, "
+      "initial_c, P count as zeros (P absent: no peephole terms at all)"},
+     opc_prep_lstm_train, opc_exec_lstm_train},
+    {{"LSTMGrad", 12, LSTMG_IN, LSTMG_OPT, 7, LSTMG_OUT, 2, DT_F32_F64, 9, LSTMG_ATTR,
+      "the gradient of an LSTM without peepholes (dP at P = 0; dB although B is no input); clip rejected "
+      "(invalid: the saved gates cannot tell where it cut); f or g LeakyRelu / Elu with alpha < 0 rejected "
+      "(not invertible from the saved IOFC); missing initial_h, initial_c, grad_* count as zeros; dB_shape / "
+      "dP_shape (optional) must be [D, 8H] / [D, 3H]"},
+     opc_prep_lstm_grad, opc_exec_lstm_grad},
     {{"LayerNormalizationGrad", 5, LN_IN, REQ5, 3, LN_OUT, 3, DT_LN, 1, ATTR_AXIS,
       "rows = dims from axis (default -1) on; mean / inv_std_var one per row, float32 or float64"},
      opc_prep_layernorm_grad, opc_exec_layernorm_grad},
     {{"SimplifiedLayerNormalizationGrad", 4, RMS_IN, REQ4, 2, LN_OUT, 3, DT_LN, 1, ATTR_AXIS,
       "RMSNorm; rows = dims from axis (default -1) on; inv_std_var one per row, float32 or float64"},
      opc_prep_rmsnorm_grad, opc_exec_layernorm_grad},
+    {{"BatchNormalizationGrad", 5, BN_IN, REQ5, 3, LN_OUT, 3, DT_LN, 1, ATTR_EPSILON,
+      "X [N, C, ...]; variance is the saved inverse std (> 0); epsilon required (>= 0), not used otherwise; "
+      "every input one dtype"},
+     opc_prep_batchnorm_grad, opc_exec_batchnorm_grad},
+    EW("MaxPoolGrad", MPG_IN, 2, REQ2, MPG_ATTR, 1, DT_F32_F64, 2,
+       "dX.flat[Indices] += dY; dX_shape (required) is X's shape; every index checked",
+       opc_prep_maxpool_grad, opc_exec_maxpool_grad),
+    EW("AveragePoolGrad", APG_IN, 1, REQ1, APG_ATTR, 7, DT_F32_F64, 2,
+       "1-D to 3-D; auto_pad, pads, strides, count_include_pad, ceil_mode; dX_shape (required) is X's shape",
+       opc_prep_avgpool_grad, opc_exec_avgpool_grad),
+    {{"DropoutGrad", 4, DROPOUT_IN, DROPOUT_OPT, 1, DROPOUT_OUT, 4, DT_EW, 0, NULL,
+      "dx = mask ? dy / (1 - ratio) : 0 in training mode with ratio > 0, else dy; ratio default 0.5 in [0, 1), "
+      "training_mode default false; ratio and training_mode scalars"},
+     opc_prep_dropout_grad, opc_exec_dropout_grad},
+    {{"SoftmaxCrossEntropyLossGrad", 4, SCE_IN, SCE_OPT, 1, SCE_OUT, 4, DT_EW, 2, SCE_ATTR,
+      "log_prob [N, C, d1..dk], label [N, d1..dk] each in [0, C) or ignore_index (checked), weight [C]; "
+      "reduction none, sum or mean (default); mean's weight sum in double, in element order"},
+     opc_prep_sce_loss_grad, opc_exec_sce_loss_grad},
+    EW("GatherGrad", GG_IN, 3, REQ3, ATTR_AXIS, 1, DT_GG, 4,
+       "dX = zeros(shape values); dX[.., indices[j], ..] += dY[.., j, ..] along axis (default 0); indices in "
+       "[-dim, dim) checked; 16-bit summed in float32", opc_prep_gather_grad, opc_exec_gather_grad),
+    EW("GatherElementsGrad", GEG_IN, 3, REQ3, ATTR_AXIS, 1, DT_GG, 3,
+       "dX = zeros(shape values); dX[p with p[axis] = indices[p]] += dY[p]; indices in [-dim, dim) checked; "
+       "float16 summed in float32", opc_prep_gather_elements_grad, opc_exec_gather_elements_grad),
 };
 
 #define N_OPS ((int32_t)(sizeof(OPS) / sizeof(OPS[0])))
@@ -161,6 +235,7 @@ size_t opc_dtype_size(int32_t dt) {
     switch (dt) {
     case OPC_FLOAT: case OPC_INT32: return 4;
     case OPC_DOUBLE: case OPC_INT64: return 8;
+    case OPC_BOOL: return 1;
     case OPC_FLOAT16: case OPC_BFLOAT16: return 2;
     default: return 0;
     }
@@ -174,6 +249,7 @@ const char *opc_dtype_name(int32_t dt) {
     case OPC_BFLOAT16: return "bfloat16";
     case OPC_INT32: return "int32";
     case OPC_INT64: return "int64";
+    case OPC_BOOL: return "bool";
     default: return "unknown-dtype";
     }
 }

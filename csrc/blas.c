@@ -89,3 +89,123 @@ void opc_gemm_par(int32_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t
         }
     }
 }
+
+/* ---- float32 GEMM with a pre-packed B (opc_sgemm_packed) ------------------------------------ */
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+/* register tile: SP_MR rows x SP_NV vectors of SP_VL floats (OPC_SP_NR = SP_VL * SP_NV columns) */
+#if defined(__AVX512F__)
+#define SP_VL 16
+#define SP_MR 8
+typedef __m512 spv;
+#define SP_LOAD(p) _mm512_loadu_ps(p)
+#define SP_STORE(p, v) _mm512_storeu_ps((p), (v))
+#define SP_SET1(x) _mm512_set1_ps(x)
+#define SP_ZERO() _mm512_setzero_ps()
+#define SP_ADD(a, b) _mm512_add_ps((a), (b))
+#define SP_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#elif defined(__AVX2__) && defined(__FMA__)
+#define SP_VL 8
+#define SP_MR 6
+typedef __m256 spv;
+#define SP_LOAD(p) _mm256_loadu_ps(p)
+#define SP_STORE(p, v) _mm256_storeu_ps((p), (v))
+#define SP_SET1(x) _mm256_set1_ps(x)
+#define SP_ZERO() _mm256_setzero_ps()
+#define SP_ADD(a, b) _mm256_add_ps((a), (b))
+#define SP_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#else /* any other level (x86-64 baseline: SSE2): GCC vectors of 4, a multiply and an add (no FMA) */
+#define SP_VL 4
+#define SP_MR 4
+typedef float spv __attribute__((vector_size(16)));
+typedef float spv_u __attribute__((vector_size(16), aligned(4)));
+#define SP_LOAD(p) (*(const spv_u *)(p))
+#define SP_STORE(p, v) (*(spv_u *)(p) = (v))
+#define SP_SET1(x) ((spv){(x), (x), (x), (x)})
+#define SP_ZERO() ((spv){0.0f, 0.0f, 0.0f, 0.0f})
+#define SP_ADD(a, b) ((a) + (b))
+#define SP_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+#define SP_NV 2
+#define SP_NR (SP_VL * SP_NV)
+
+int64_t opc_sgemm_packed_size(int64_t K, int64_t N) { return (N + SP_NR - 1) / SP_NR * SP_NR * (K > 0 ? K : 1); }
+
+void opc_sgemm_pack(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *Bp) {
+    for (int64_t n0 = 0; n0 < N; n0 += SP_NR) {
+        float *panel = Bp + n0 * K;
+        const int64_t nc = N - n0 < SP_NR ? N - n0 : SP_NR;
+        for (int64_t k = 0; k < K; k++) {
+            float *dst = panel + k * SP_NR;
+            for (int64_t n = 0; n < nc; n++) dst[n] = trans_b ? B[(n0 + n) * ldb + k] : B[k * ldb + n0 + n];
+            for (int64_t n = nc; n < SP_NR; n++) dst[n] = 0.0f;
+        }
+    }
+}
+
+/* mr rows (a constant after inlining) of one panel: nc valid columns of C */
+static inline __attribute__((always_inline)) void sp_tile(const int mr, int64_t K, const float *A, int64_t lda,
+                                                          const float *bp, bool acc, float *C, int64_t ldc,
+                                                          int64_t nc) {
+    spv c[SP_MR][SP_NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < SP_NV; v++) c[r][v] = SP_ZERO();
+    for (int64_t k = 0; k < K; k++) {
+        spv b[SP_NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < SP_NV; v++) b[v] = SP_LOAD(bp + k * SP_NR + v * SP_VL);
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+            spv a = SP_SET1(A[r * lda + k]);
+#pragma GCC unroll 2
+            for (int v = 0; v < SP_NV; v++) c[r][v] = SP_FMA(a, b[v], c[r][v]);
+        }
+    }
+    if (nc == SP_NR) {
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 2
+            for (int v = 0; v < SP_NV; v++) {
+                float *p = C + r * ldc + v * SP_VL;
+                SP_STORE(p, acc ? SP_ADD(SP_LOAD(p), c[r][v]) : c[r][v]);
+            }
+    } else {
+        float tmp[SP_NR];
+        for (int r = 0; r < mr; r++) {
+#pragma GCC unroll 2
+            for (int v = 0; v < SP_NV; v++) SP_STORE(tmp + v * SP_VL, c[r][v]);
+            float *p = C + r * ldc;
+            for (int64_t n = 0; n < nc; n++) p[n] = acc ? p[n] + tmp[n] : tmp[n];
+        }
+    }
+}
+
+void opc_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *Bp, bool accumulate,
+                      float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    for (int64_t n0 = 0; n0 < N; n0 += SP_NR) {
+        const float *panel = Bp + n0 * (K > 0 ? K : 1);
+        const int64_t nc = N - n0 < SP_NR ? N - n0 : SP_NR;
+        int64_t m = 0;
+        for (; m + SP_MR <= M; m += SP_MR) sp_tile(SP_MR, K, A + m * lda, lda, panel, accumulate, C + m * ldc + n0, ldc, nc);
+        switch (M - m) { /* the last rows, each count its own unrolled tile */
+        case 1: sp_tile(1, K, A + m * lda, lda, panel, accumulate, C + m * ldc + n0, ldc, nc); break;
+        case 2: sp_tile(2, K, A + m * lda, lda, panel, accumulate, C + m * ldc + n0, ldc, nc); break;
+        case 3: sp_tile(3, K, A + m * lda, lda, panel, accumulate, C + m * ldc + n0, ldc, nc); break;
+#if SP_MR > 4
+        case 4: sp_tile(4, K, A + m * lda, lda, panel, accumulate, C + m * ldc + n0, ldc, nc); break;
+        case 5: sp_tile(5, K, A + m * lda, lda, panel, accumulate, C + m * ldc + n0, ldc, nc); break;
+#endif
+#if SP_MR > 6
+        case 6: sp_tile(6, K, A + m * lda, lda, panel, accumulate, C + m * ldc + n0, ldc, nc); break;
+        case 7: sp_tile(7, K, A + m * lda, lda, panel, accumulate, C + m * ldc + n0, ldc, nc); break;
+#endif
+        default: break;
+        }
+    }
+}

@@ -46,4 +46,17 @@ bool opc_blas_dims_ok(int64_t a, int64_t b, int64_t c);
 /* Sets OpenBLAS's thread count, returning the previous one. */
 int opc_blas_set_threads(int n);
 
+/* float32 GEMM with a pre-packed B, for the per-step products of the recurrences (small M, the same B
+ * every step): a BLAS call repacks B on every call, which for M = batch costs about half as much as
+ * the multiply itself. opc_sgemm_pack copies op(B) [K, N] (trans_b: B is [N, K]) into panels of
+ * OPC_SP_NR columns, each [K][OPC_SP_NR], the last padded with zeros, into Bp of
+ * opc_sgemm_packed_size(K, N) floats (64-byte aligned for speed, any alignment works).
+ * opc_sgemm_packed then computes C[M, N] = A[M, K] op(B) (accumulate: C += ...). Each C element is
+ * one fixed-order sum over k (FMA where the level has it), independent of M, of the other rows and
+ * of the thread calling: results do not depend on how callers split rows or panels. */
+int64_t opc_sgemm_packed_size(int64_t K, int64_t N);
+void opc_sgemm_pack(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *Bp);
+void opc_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *Bp, bool accumulate,
+                      float *C, int64_t ldc);
+
 #endif

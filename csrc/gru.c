@@ -1,47 +1,54 @@
 /* GRUTraining and GRUGrad (com.microsoft), ONNX GRU-14 semantics, gate order z, r, h.
  * Validation and dispatch here; the computation is gru_impl.h, instantiated for float and double.
+ * The full ONNX GRU contract: forward, reverse and bidirectional directions, every ONNX RNN
+ * activation (with activation_alpha / activation_beta), clip and variable sequence_lens; layout 1
+ * (not an attribute of the com.microsoft ops) is reported as not implemented.
  *
  * Threads: OpenMP only. OpenBLAS is held to 1 thread for the whole call; the batched GEMMs are
  * split over OpenMP threads (opc_gemm_par) and the recurrence runs in one parallel region where
  * each thread owns whole blocks of hidden columns (their GEMMs and gate math), so OpenBLAS's own
  * busy-waiting pool never competes with the OpenMP threads. Block boundaries depend on the shapes
  * only and every sum runs in a fixed order: results are bitwise identical for any thread count. */
-#include <ctype.h>
 #include <omp.h>
 #include <stdlib.h>
 
 #include "blas.h"
 #include "ops.h"
+#include "rnn_common.h"
 #include "vmath.h"
+
+typedef rnn_act gru_act;
 
 typedef struct {
     int32_t dtype;
     int64_t S, B, I, H;
-    bool reverse;
+    int64_t D;           /* directions: 2 for bidirectional (index 0 forward, 1 reverse) */
+    bool reverse;        /* D = 1: direction reverse */
+    gru_act act[2][2];   /* [direction][f for z and r, g for h~] */
+    bool sigmoid_tanh[2]; /* [direction]: f = Sigmoid and g = Tanh, the vectorised gate loops */
+    bool varlen;         /* sequence_lens given with some entry < seq_length */
     bool lbr;
     bool has_clip;
     double clip;
     bool grad;
 } gru_plan;
 
-static bool ieq(const char *a, const char *b) {
-    for (; *a && *b; a++, b++)
-        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return false;
-    return *a == *b;
-}
-
-static int32_t check_shape(opc_call *c, int32_t i, int32_t rank, const int64_t *dims) {
-    const opc_tensor *t = c->in[i];
-    bool ok = t->rank == rank;
-    for (int32_t k = 0; ok && k < rank; k++) ok = t->shape[k] == dims[k];
-    if (!ok) {
-        char a[200], b[200];
-        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "input %s must have shape %s, got %s",
-                        c->desc->input_names[i], opc_dims_str(dims, rank, a, sizeof a),
-                        opc_shape_str(t, b, sizeof b));
+/* activations: 2 per direction (f for z and r, g for h~); GRUGrad takes both slopes from the saved ZRH. */
+static int32_t bind_activations(opc_call *c, gru_plan *p) {
+    static const char *const defaults[] = {"Sigmoid", "Tanh"};
+    static const bool from_output[] = {true, true};
+    rnn_act acts[4];
+    int32_t s = rnn_bind_activations(c, p->D, 2, defaults, "f for z/r, g for h", p->grad ? from_output : NULL, acts);
+    if (s) return s;
+    for (int64_t d = 0; d < p->D; d++) {
+        p->act[d][0] = acts[2 * d];
+        p->act[d][1] = acts[2 * d + 1];
+        p->sigmoid_tanh[d] = p->act[d][0].kind == ACT_SIGMOID && p->act[d][1].kind == ACT_TANH;
     }
     return OPC_OK;
 }
+
+#define check_shape rnn_check_shape
 
 static int32_t prep(opc_call *c, gru_plan *p, opc_shape *outs, bool grad) {
     int32_t s;
@@ -53,6 +60,7 @@ static int32_t prep(opc_call *c, gru_plan *p, opc_shape *outs, bool grad) {
     if ((s = opc_check_supported_dtype(c, x->dtype))) return s;
     const int32_t idx[] = {0, 1, 2, 3, 5, 6, 7, 8, 9};
     if ((s = opc_check_dtypes(c, x->dtype, idx, grad ? 9 : 5))) return s;
+    memset(p, 0, sizeof *p);
     p->dtype = x->dtype;
     p->grad = grad;
 
@@ -64,29 +72,13 @@ static int32_t prep(opc_call *c, gru_plan *p, opc_shape *outs, bool grad) {
         return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "hidden_size must be in [1, 2^28], got %lld", (long long)hs);
     const char *dir;
     if ((s = opc_attr_string(c, "direction", "forward", &dir))) return s;
+    p->D = 1;
     if (strcmp(dir, "forward") == 0) p->reverse = false;
     else if (strcmp(dir, "reverse") == 0) p->reverse = true;
-    else if (strcmp(dir, "bidirectional") == 0)
-        return opc_fail(c, OPC_ERR_NOT_IMPLEMENTED, "direction 'bidirectional' is not supported (forward or reverse only)");
+    else if (strcmp(dir, "bidirectional") == 0) p->D = 2;
     else
         return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "direction '%s' is not one of forward, reverse, bidirectional", dir);
-    const char *const *acts;
-    int64_t nacts;
-    if ((s = opc_attr_strings(c, "activations", &acts, &nacts))) return s;
-    if (nacts >= 0) {
-        if (nacts != 2)
-            return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "activations must list 2 functions (f for z/r, g for h), got %lld",
-                            (long long)nacts);
-        if (!ieq(acts[0], "sigmoid") || !ieq(acts[1], "tanh"))
-            return opc_fail(c, OPC_ERR_NOT_IMPLEMENTED, "activations [%s, %s] are not supported; only [Sigmoid, Tanh]",
-                            acts[0], acts[1]);
-    }
-    const double *fl;
-    int64_t nfl;
-    /* activation_alpha / activation_beta configure activations that take parameters; Sigmoid and
-     * Tanh take none, so any values are accepted and unused (as ONNX GRU). */
-    if ((s = opc_attr_floats(c, "activation_alpha", &fl, &nfl))) return s;
-    if ((s = opc_attr_floats(c, "activation_beta", &fl, &nfl))) return s;
+    if ((s = bind_activations(c, p))) return s;
     bool clip_given;
     if ((s = opc_attr_float(c, "clip", 0.0, &p->clip, &clip_given))) return s;
     p->has_clip = clip_given;
@@ -106,15 +98,13 @@ static int32_t prep(opc_call *c, gru_plan *p, opc_shape *outs, bool grad) {
     if (x->rank != 3)
         return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "X must have rank 3 [seq_length, batch, input_size], got shape %s",
                         opc_shape_str(x, b1, sizeof b1));
-    int64_t S = x->shape[0], B = x->shape[1], I = x->shape[2], H = hs;
+    int64_t S = x->shape[0], B = x->shape[1], I = x->shape[2], H = hs, D = p->D;
     p->S = S;
     p->B = B;
     p->I = I;
     p->H = H;
-    if (c->in[1]->rank == 3 && c->in[1]->shape[0] == 2)
-        return opc_fail(c, OPC_ERR_NOT_IMPLEMENTED, "W has 2 directions (bidirectional); only one direction is supported");
-    const int64_t wdims[] = {1, 3 * H, I}, rdims[] = {1, 3 * H, H}, bdims[] = {1, 6 * H}, hdims[] = {1, B, H},
-                  halldims[] = {S, 1, B, H}, zrhdims[] = {S, 1, B, 3 * H}, sldims[] = {B};
+    const int64_t wdims[] = {D, 3 * H, I}, rdims[] = {D, 3 * H, H}, bdims[] = {D, 6 * H}, hdims[] = {D, B, H},
+                  halldims[] = {S, D, B, H}, zrhdims[] = {S, D, B, 3 * H}, sldims[] = {B};
     if ((s = check_shape(c, 1, 3, wdims)) || (s = check_shape(c, 2, 3, rdims))) return s;
     if (c->in[3] && (s = check_shape(c, 3, 2, bdims))) return s;
     if (c->in[5] && (s = check_shape(c, 5, 3, hdims))) return s;
@@ -128,10 +118,7 @@ static int32_t prep(opc_call *c, gru_plan *p, opc_shape *outs, bool grad) {
             if (v < 0 || v > S)
                 return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "sequence_lens[%lld] = %d is outside [0, seq_length=%lld]",
                                 (long long)b, (int)v, (long long)S);
-            if (v != S)
-                return opc_fail(c, OPC_ERR_NOT_IMPLEMENTED,
-                                "sequence_lens[%lld] = %d < seq_length %lld: variable sequence lengths are not supported "
-                                "(only all entries equal to seq_length)", (long long)b, (int)v, (long long)S);
+            if (v != S) p->varlen = true;
         }
     }
     if (grad) {
@@ -140,21 +127,21 @@ static int32_t prep(opc_call *c, gru_plan *p, opc_shape *outs, bool grad) {
         if (c->in[9] && (s = check_shape(c, 9, 3, hdims))) return s;
     }
     int64_t t1, t2;
-    if (!opc_mul_ok(S, B, &t1) || !opc_mul_ok(t1, 3 * H, &t2) || t2 > OPC_MAX_ELEMS || !opc_mul_ok(t1, I, &t2) ||
-        !opc_blas_dims_ok(t1, 3 * H, I) || !opc_mul_ok(3 * H, H, &t2))
+    if (!opc_mul_ok(S, B, &t1) || !opc_mul_ok(t1, 3 * H, &t2) || !opc_mul_ok(t2, D, &t2) || t2 > OPC_MAX_ELEMS ||
+        !opc_mul_ok(t1, I, &t2) || !opc_blas_dims_ok(t1, 3 * H, I) || !opc_mul_ok(3 * H, H, &t2))
         return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "sizes exceed the BLAS's 32-bit dimensions");
 
     int32_t dt = x->dtype;
     if (!grad) {
-        outs[0] = (opc_shape){dt, 4, {S, 1, B, H}};
-        outs[1] = (opc_shape){dt, 3, {1, B, H}};
-        outs[2] = (opc_shape){dt, 4, {S, 1, B, 3 * H}};
+        outs[0] = (opc_shape){dt, 4, {S, D, B, H}};
+        outs[1] = (opc_shape){dt, 3, {D, B, H}};
+        outs[2] = (opc_shape){dt, 4, {S, D, B, 3 * H}};
     } else {
         outs[0] = (opc_shape){dt, 3, {S, B, I}};
-        outs[1] = (opc_shape){dt, 3, {1, 3 * H, I}};
-        outs[2] = (opc_shape){dt, 3, {1, 3 * H, H}};
-        outs[3] = (opc_shape){dt, 2, {1, 6 * H}};
-        outs[4] = (opc_shape){dt, 3, {1, B, H}};
+        outs[1] = (opc_shape){dt, 3, {D, 3 * H, I}};
+        outs[2] = (opc_shape){dt, 3, {D, 3 * H, H}};
+        outs[3] = (opc_shape){dt, 2, {D, 6 * H}};
+        outs[4] = (opc_shape){dt, 3, {D, B, H}};
     }
     return OPC_OK;
 }
@@ -166,15 +153,7 @@ int32_t opc_prep_gru_grad(opc_call *c, void *plan, opc_shape *outs) { return pre
 
 static inline double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-/* Column blocks of the recurrence: [0, H) in *nblk blocks of *hb columns (the last may be
- * shorter), fixed by H alone so the per-step GEMMs have the same shapes for any thread count. A
- * block holds >= 96 columns where H allows, so repacking Hp for each block's GEMM stays cheap. */
-static void gru_blocks(int64_t H, int64_t *hb, int64_t *nblk) {
-    int64_t n = opc_block_count(H, 96, 64);
-    int64_t b = ((H + n - 1) / n + 15) / 16 * 16;
-    *hb = b < H ? b : H;
-    *nblk = (H + *hb - 1) / *hb;
-}
+#define gru_blocks(H, hb, nblk) rnn_blocks((H), 96, (hb), (nblk))
 
 #define T float
 #define SFX(name) name##_f32

@@ -11,7 +11,7 @@
 #include "opconform_kernels.h"
 
 #define OPC_MAX_INPUTS 12
-#define OPC_MAX_OUTPUTS 6
+#define OPC_MAX_OUTPUTS 8
 /* Largest element count / byte count we accept for one tensor: keeps every size product and
  * pointer offset far from int64 overflow. */
 #define OPC_MAX_ELEMS ((int64_t)1 << 48)

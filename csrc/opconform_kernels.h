@@ -18,7 +18,7 @@
  * or each other.
  *
  * Thread safety: calls may run concurrently from several threads except for ops that use BLAS
- * (ConvGrad, GRUTraining, GRUGrad), which adjust OpenBLAS's global thread count for the call.
+ * (ConvGrad, GRUTraining, GRUGrad, LSTMTraining, LSTMGrad), which adjust OpenBLAS's global thread count for the call.
  */
 #ifndef OPCONFORM_KERNELS_H
 #define OPCONFORM_KERNELS_H
@@ -44,6 +44,7 @@ enum {
     OPC_FLOAT = 1,
     OPC_INT32 = 6,
     OPC_INT64 = 7,
+    OPC_BOOL = 9,          /* one byte per element, 0 = false, any other value true */
     OPC_FLOAT16 = 10,
     OPC_DOUBLE = 11,
     OPC_BFLOAT16 = 16

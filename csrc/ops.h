@@ -27,8 +27,27 @@ int32_t opc_prep_gru_train(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_gru_train(opc_call *c, const void *plan, opc_tensor *outs);
 int32_t opc_prep_gru_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_gru_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_prep_lstm_train(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_exec_lstm_train(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_prep_lstm_grad(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_exec_lstm_grad(opc_call *c, const void *plan, opc_tensor *outs);
 
 int32_t opc_prep_layernorm_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_prep_rmsnorm_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_layernorm_grad(opc_call *c, const void *plan, opc_tensor *outs);
+
+int32_t opc_prep_maxpool_grad(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_exec_maxpool_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_prep_avgpool_grad(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_exec_avgpool_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_prep_dropout_grad(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_exec_dropout_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_prep_batchnorm_grad(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_exec_batchnorm_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_prep_sce_loss_grad(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_exec_sce_loss_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_prep_gather_grad(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_exec_gather_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_prep_gather_elements_grad(opc_call *c, void *plan, opc_shape *outs);
+int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan, opc_tensor *outs);
 #endif

@@ -8,6 +8,7 @@ import math
 from typing import NamedTuple
 
 from reference.forward.gru import gru_shapes
+from reference.forward.lstm import lstm_shapes
 
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 ATTRIBUTE_NAMES = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
@@ -176,6 +177,27 @@ def gru_case_shapes(params):
     if not params.get("with_sequence_lens"):
         shapes["sequence_lens"] = None
     return shapes
+
+
+def lstm_case_shapes(params):
+    """LSTMTraining shapes from case parameters {seq, batch, input_size, hidden_size, direction?}.
+
+    sequence_lens is left out (None) unless params has `with_sequence_lens: true`, and the peepholes P
+    unless `with_peepholes: true` (ONNX's default LSTM has none), so cases give them only where they mean to.
+    """
+    directions = 2 if params.get("direction") == "bidirectional" else 1
+    shapes = lstm_shapes(params["seq"], params["batch"], params["input_size"], params["hidden_size"], directions)
+    if not params.get("with_sequence_lens"):
+        shapes["sequence_lens"] = None
+    if not params.get("with_peepholes"):
+        shapes["P"] = None
+    return shapes
+
+
+def lstm_grad_case_shapes(params):
+    """LSTMGrad shapes: lstm_case_shapes, with the forward-only B and P always given (LSTMGrad takes neither;
+    its spec draws P as zeros, the point its dP is the gradient at)."""
+    return lstm_case_shapes({**params, "with_peepholes": True})
 
 
 def layer_norm_row_shape(shapes, context):

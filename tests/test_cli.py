@@ -22,7 +22,7 @@ def test_run_smoke_writes_results_and_exits_zero(capsys, tmp_path):
     records = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert {r["op"] for r in records} == {"ReluGrad", "GeluGrad", "FastGeluGrad", "QuickGeluGrad"}
-    assert {r["backend"] for r in records} == {"reference", "openmp", "ort"}
+    assert {r["backend"] for r in records} == {"reference", "openmp", "ort", "ort-autograd"}
     assert summary["complete"] and summary["verdict"] == {"passed": True, "reasons": []}
     assert summary["results"] == len(records)
     assert "verdict: PASS" in out and "ReluGrad" in out
@@ -36,7 +36,7 @@ def test_same_run_same_results_file(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "--ops", "ReluGard"], "opconform: error: unknown op 'ReluGard'; did you mean 'ReluGrad'?"),
-    (["run", "--backends", "onnxruntime"], "opconform: error: unknown backend 'onnxruntime' (known: reference, openmp, ort, ort-cuda); or onnx-backend:MODULE"),
+    (["run", "--backends", "onnxruntime"], "opconform: error: unknown backend 'onnxruntime' (known: reference, openmp, ort, ort-cuda, ort-autograd); or onnx-backend:MODULE"),
     (["run-onnx", "x", "--backend", "cuda"], "opconform: error: unknown backend 'cuda'; did you mean 'ort-cuda'? (known: "),
     (["run", "--specs", "/nonexistent"], "opconform: spec error: /nonexistent: no such spec directory"),
 ])

@@ -14,7 +14,7 @@ from harness.core.spec_loader import load_catalog
 from test_codegen import make_project, run_pytest
 
 # Only ort's waivers are under test: openmp, which also fails against the edited reference, stays out.
-SELECT = "smoke and (TanhGrad or ReluGrad or SigmoidGrad) and not openmp"
+SELECT = "smoke and (TanhGrad or ReluGrad or SigmoidGrad) and not openmp and not ort_autograd"
 OPS = ("TanhGrad", "ReluGrad", "SigmoidGrad")
 
 

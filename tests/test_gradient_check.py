@@ -112,3 +112,15 @@ def test_missing_c_library_fails_the_pytest_gate(tmp_path):
     chosen = subprocess.run(args[:5] + ["smoke and not openmp"] + args[6:], cwd=REPO, capture_output=True,
                             text=True, timeout=300, env=_env(OPCONFORM_KERNELS_LIB="/nonexistent.so"))
     assert chosen.returncode == 0, chosen.stdout[-2000:]
+
+
+def test_an_overflowed_remainder_is_still_strict_json():
+    """dY near the largest float64 overflows the remainders: the result record must still be written
+    (results.jsonl is strict JSON), not end the run."""
+    import json
+
+    from harness.core.gradcheck import GradientCheck, InputCheck
+
+    check = GradientCheck([InputCheck("X", [1e-3], [float("inf")], [float("nan")], None, False)])
+    record = json.loads(json.dumps(check.to_json(), allow_nan=False))
+    assert record["X"]["remainders"] == ["inf"] and record["X"]["roundoff"] == ["nan"]

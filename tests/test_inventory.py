@@ -1,5 +1,6 @@
 """The checked-in ORT training-op table, its generator, the spec/table cross-check and `opconform inventory`."""
 import json
+import shutil
 import sys
 
 import pytest
@@ -23,6 +24,15 @@ KNOWN_DIFFERENCES = {
     # The table's source revision names it inv_std_dev; the forward LayerNormalization's output is
     # inv_std_var. ORT binds inputs by position, so only the name differs.
     "LayerNormalizationGrad": ["input 4: spec 'inv_std_var', schema 'inv_std_dev'"],
+    # The LSTM specs use ONNX LSTM's input names and the GRU specs' output names (shared with the C library's
+    # contract); ORT binds by position, so only the names differ.
+    "LSTMGrad": ["input 3: spec 'sequence_lens', schema 'SL'", "input 4: spec 'initial_h', schema 'Ht0'",
+                 "input 5: spec 'initial_c', schema 'Ct0'", "input 8: spec 'IOFC', schema 'iofc'",
+                 "input 9: spec 'grad_HAll', schema 'dHAll'", "input 10: spec 'grad_Ht', schema 'dHFinal'",
+                 "input 11: spec 'grad_Ct', schema 'dCFinal'"],
+    "LSTMTraining": ["input 4: spec 'sequence_lens', schema 'SL'", "input 5: spec 'initial_h', schema 'Ht0'",
+                     "input 6: spec 'initial_c', schema 'Ct0'", "output 1: spec 'Ht', schema 'HFinal'",
+                     "output 2: spec 'Ct', schema 'CFinal'", "output 4: spec 'IOFC', schema 'iofc'"],
 }
 
 
@@ -55,7 +65,8 @@ def test_every_spec_agrees_with_the_table(catalog):
     for spec in catalog.specs:
         entry = ort_training_ops().get(spec.op)
         assert entry is not None, f"{spec.op} has a spec but is not in the table"
-        assert entry["domain"] == spec.domain and entry["since_version"] == spec.since_version, spec.op
+        # the table writes the default domain as '', specs as ai.onnx (their directory name)
+        assert (entry["domain"] or "ai.onnx") == spec.domain and entry["since_version"] == spec.since_version, spec.op
         diffs = inventory.schema_differences(spec, entry)
         if diffs:
             found[spec.op] = diffs
@@ -154,7 +165,7 @@ def test_rows_classify_each_outcome_and_count_coverage(catalog):
     fake = FakeOrt({
         "ReluGrad": Outputs([None]),
         "TanhGrad": Crashed(signal="SIGSEGV"),
-        "GatherGrad": HandlerError("OrtError", "session|NotImplemented|Could not find an implementation for GatherGrad(1)"),
+        "GatherNDGrad": HandlerError("OrtError", "session|NotImplemented|Could not find an implementation for GatherNDGrad(1)"),
         "DivGrad": HandlerError("OrtError", "run|InvalidArgument|bad values"),
         "FakeQuantGrad": [],
         "BatchNormInternal": HandlerError("OrtError", "session|Fail|Dimension mismatch"),
@@ -163,16 +174,16 @@ def test_rows_classify_each_outcome_and_count_coverage(catalog):
     by_op = {r.op: r for r in rows}
     assert (by_op["ReluGrad"].cpu, by_op["ReluGrad"].spec) == (inventory.RUNS, "com.microsoft::ReluGrad@1")
     assert by_op["TanhGrad"].cpu == inventory.CRASHED
-    assert by_op["GatherGrad"].cpu == inventory.NO_KERNEL and by_op["GatherGrad"].spec == ""
+    assert by_op["GatherNDGrad"].cpu == inventory.NO_KERNEL and by_op["GatherNDGrad"].spec == ""
     assert by_op["DivGrad"].cpu == inventory.REGISTERED  # the session was built; only the values were refused
     assert by_op["FakeQuantGrad"].cpu == inventory.REGISTERED
     assert by_op["BatchNormInternal"].cpu == inventory.FAILED
     assert inventory.covered(rows) == (1, 3)
     text = inventory.format_text(rows)
     assert "1 of 3 CPU ops covered (6 ops in the table)" in text
-    assert "GatherGrad: no CPU kernel: Could not find an implementation" in text
+    assert "GatherNDGrad: no CPU kernel: Could not find an implementation" in text
     markdown = inventory.format_markdown(rows)
-    assert "| com.microsoft | GatherGrad | gradient | no | - |" in markdown
+    assert "| com.microsoft | GatherNDGrad | gradient | no | - |" in markdown
     assert "| com.microsoft | TanhGrad | gradient | crashed | yes |" in markdown
     assert json.loads(inventory.format_json(rows))["covered"] == 1
 
@@ -182,19 +193,41 @@ def test_sequence_ops_are_not_tried(catalog):
     assert rows[0].cpu == inventory.NOT_TRIED and "sequences" in rows[0].detail
 
 
-def test_inventory_on_ort_covered_op_runs_and_gathergrad_has_no_cpu_kernel(capsys):
+def test_inventory_on_ort_runs_specs_and_table_models_with_int64_shapes(capsys, tmp_path):
+    """GatherGrad's CPU kernel takes an int64 shape only: the spec's case runs, and so does the table's
+    one-node model (int64 where int32 or int64 is allowed); an earlier int32 placeholder read 'no kernel'."""
     pytest.importorskip("onnxruntime")
     assert main(["inventory", "--ops", "ReluGrad,GatherGrad", "--json"]) == 0
     rows = {r["op"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
     assert rows["ReluGrad"]["cpu_yes"] and rows["ReluGrad"]["spec"] == "com.microsoft::ReluGrad@1"
-    assert not rows["GatherGrad"]["cpu_yes"] and rows["GatherGrad"]["cpu"] == inventory.NO_KERNEL
+    assert rows["GatherGrad"]["cpu"] == inventory.RUNS and rows["GatherGrad"]["spec"] == "com.microsoft::GatherGrad@1"
+    (tmp_path / "specs").mkdir()
+    shutil.copytree(REPO / "specs" / "_defaults", tmp_path / "specs" / "_defaults")
+    assert main(["inventory", "--specs", str(tmp_path / "specs"), "--ops", "GatherGrad", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["cpu"] == inventory.REGISTERED and row["spec"] == "", row
+
+
+def test_table_models_try_int32_when_int64_has_no_kernel(catalog):
+    no_kernel = HandlerError("OrtError", "session|NotImplemented|Could not find an implementation for SliceGrad(1)")
+    fake = FakeOrt({"SliceGrad": Sequence([no_kernel, []]), "GatherNDGrad": Sequence([no_kernel, []])})
+    by_op = {r.op: r for r in inventory.rows(catalog.specs, fake, only=["SliceGrad", "GatherNDGrad"])}
+    assert by_op["SliceGrad"].cpu == inventory.REGISTERED  # Tind allows int32 and int64: the second try ran
+    assert by_op["GatherNDGrad"].cpu == inventory.NO_KERNEL  # int64 only: nothing else to try
+    entry = ort_training_ops()["SliceGrad"]
+    types = {i.name: i.type.tensor_type.elem_type for i in __import__("onnx").load_from_string(
+        inventory.table_model(entry)[0]).graph.input}
+    assert types["starts"] == 7 and types["shape"] == 7  # INT64
+    types = {i.name: i.type.tensor_type.elem_type for i in __import__("onnx").load_from_string(
+        inventory.table_model(entry, integer="int32")[0]).graph.input}
+    assert types["starts"] == 6 and types["shape"] == 7  # Tind int32; I allows int64 only
 
 
 def test_placeholder_model_variants_are_tried_until_one_answers(catalog):
     refused = HandlerError("OrtError", "session|Fail|[ShapeInferenceError] Input tensor must have rank 3")
-    fake = FakeOrt({"LSTMGrad": Sequence([refused, Crashed(signal="SIGSEGV"), []]),
+    fake = FakeOrt({"ConvTransposeGrad": Sequence([refused, Crashed(signal="SIGSEGV"), []]),
                     "BatchNormInternal": Sequence([refused, refused, refused])})
-    by_op = {r.op: r for r in inventory.rows(catalog.specs, fake, only=["LSTMGrad", "BatchNormInternal"])}
-    assert by_op["LSTMGrad"].cpu == inventory.REGISTERED
-    assert by_op["LSTMGrad"].detail.endswith("(inputs declared without shapes)")
+    by_op = {r.op: r for r in inventory.rows(catalog.specs, fake, only=["ConvTransposeGrad", "BatchNormInternal"])}
+    assert by_op["ConvTransposeGrad"].cpu == inventory.REGISTERED
+    assert by_op["ConvTransposeGrad"].detail.endswith("(inputs declared without shapes)")
     assert by_op["BatchNormInternal"].cpu == inventory.FAILED and "rank 3" in by_op["BatchNormInternal"].detail

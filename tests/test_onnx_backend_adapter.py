@@ -10,7 +10,7 @@ from harness import backends as registry
 from harness.backends.base import Crashed, Outputs, Rejected, Request, Unsupported
 from harness.backends.onnx_backend import OnnxBackendAdapter, parse
 from harness.core.cases import expand
-from harness.run.engine import prepare, request_for
+from harness.run.engine import matching_divergences, prepare, request_for
 
 ORT_BACKEND = "onnx-backend:onnxruntime.backend"
 PLUGINS = Path(__file__).parent / "plugins"
@@ -104,11 +104,14 @@ def test_onnxruntime_backend_is_the_ort_backend_bitwise_on_every_ci_case(catalog
             if isinstance(mine, (Rejected, Unsupported)):
                 assert mine == theirs, where  # the same message: the same classification of the same error
             if isinstance(mine, Outputs) and case.valid:  # an accepted invalid input reads undefined memory
-                for a, b in zip(mine.values, theirs.values):
+                # so may an output declared wrong (LSTMTraining's Ct at seq_length 0 is a buffer ORT never writes)
+                undefined = {name for d in matching_divergences(prepared, "ort") if "wrong_values" in d.results
+                             for name in (d.outputs or [o.name for o in spec.outputs])}
+                for a, b, output in zip(mine.values, theirs.values, spec.outputs):
                     assert (a is None) == (b is None), where
                     if a is not None:
                         assert a.dtype == b.dtype and a.shape == b.shape, where
-                        assert np.array_equal(a, b, equal_nan=True), where
+                        assert output.name in undefined or np.array_equal(a, b, equal_nan=True), where
             compared += 1
     assert compared > 1000 and {"Outputs", "Rejected", "Unsupported"} <= kinds
 

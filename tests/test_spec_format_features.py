@@ -204,3 +204,18 @@ def test_the_openmp_library_gets_every_spec_dtype_under_its_onnx_code():
 
     for name, numpy_dtype in dtypes.NUMPY.items():
         assert openmp_lib._DTYPE_CODES[numpy_dtype] == dtypes.ONNX[name], name
+
+
+def test_a_scalar_mask_is_a_0d_array_and_a_fixed_shape_rule_is_part_of_the_contract():
+    from harness.core.contract import input_problems
+
+    mask = generators.draw_mask(MaskGenerator(kind="mask", keep=1.0), (), np.random.default_rng(0))
+    assert isinstance(mask, np.ndarray) and mask.shape == () and mask.dtype == np.bool_
+    spec = spec_of(MASKED)
+    inputs, _ = make_tensors(expand(spec)[0])
+    assert input_problems(spec, inputs, {}) == []
+    for wrong, said in (([1], "must be a scalar (rank 0)"), ([2], "must be a scalar (rank 0)")):
+        bad = {**inputs, "ratio": np.full(wrong, 0.5, np.float32)}
+        assert any(f"input ratio has shape {wrong} but {said}" in p for p in input_problems(spec, bad, {}))
+    bad = {**inputs, "index": inputs["index"][:399]}
+    assert any("input index has shape [399] but must be of shape [400]" in p for p in input_problems(spec, bad, {}))

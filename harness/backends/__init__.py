@@ -1,7 +1,7 @@
 """Backend registry: the names the CLI, the pytest suite and the specs use, and how to make each backend.
 
 Four kinds of name:
-- built in: reference, openmp, ort, ort-cuda (FACTORIES);
+- built in: reference, openmp, ort, ort-cuda, ort-autograd (FACTORIES);
 - plugins: installed packages in the `opconform.backends` entry-point group (harness.backends.plugin);
 - `onnx-backend:MODULE[@DEVICE]`: any module implementing the ONNX backend API (harness.backends.onnx_backend);
 - command backends: NAME=TEMPLATE defined for this process with define_command (harness.backends.command).
@@ -16,6 +16,7 @@ import re
 from harness.backends.base import Backend
 from harness.backends.openmp import OpenmpBackend
 from harness.backends.ort import OrtBackend, OrtCudaBackend
+from harness.backends.ort_autograd import OrtAutogradBackend
 from harness.backends.reference import ReferenceBackend
 
 FACTORIES = {
@@ -23,12 +24,13 @@ FACTORIES = {
     "openmp": OpenmpBackend,
     "ort": OrtBackend,
     "ort-cuda": OrtCudaBackend,
+    "ort-autograd": OrtAutogradBackend,
 }
 # Defaults that are unavailable here (ort-cuda without a GPU) are skipped, their reason recorded.
-DEFAULT = ("reference", "openmp", "ort", "ort-cuda")
+DEFAULT = ("reference", "openmp", "ort", "ort-cuda", "ort-autograd")
 # The backends the gate exists to check: one unavailable fails the verdict (a broken build must not
 # pass as green) unless the user leaves it out on purpose (harness.run.rundir.missing_expected).
-EXPECTED = ("reference", "openmp", "ort")
+EXPECTED = ("reference", "openmp", "ort", "ort-autograd")
 ONNX_BACKEND = "onnx-backend:"
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")  # plugin and command backend names
 

@@ -13,6 +13,15 @@ from harness.spec.model import Spec
 
 
 @dataclass(frozen=True)
+class ForwardCall:
+    """The forward computation a case's inputs stand for, for backends that differentiate a forward graph
+    themselves (ort-autograd) instead of calling the gradient op."""
+    inputs: dict[str, np.ndarray | None]  # the forward op's inputs by its names, in their case dtypes
+    attributes: dict  # the forward node's attributes as the case writes them (the rest: the op's defaults)
+    missing: str = ""  # why the case cannot run from its forward inputs (values planted in a forward output)
+
+
+@dataclass(frozen=True)
 class Request:
     spec: Spec
     dtype: str  # the case dtype
@@ -24,6 +33,7 @@ class Request:
     # thread_invariance check: split the work across `threads` however small the case (THREAD_INVARIANT
     # backends honour it; normally small cases run on one thread and the split would go untested)
     force_split: bool = False
+    forward: ForwardCall | None = None  # None: the spec has no forward op
 
     def named_inputs(self) -> dict[str, np.ndarray | None]:
         return {i.name: v for i, v in zip(self.spec.inputs, self.inputs)}
@@ -32,6 +42,9 @@ class Request:
 @dataclass(frozen=True)
 class Outputs:
     values: list[np.ndarray | None]  # in the spec's output order; None where not requested
+    # What really computed them, where the backend chose it (ort-autograd: the gradient nodes ORT's
+    # builder inserted, e.g. "com.microsoft.SoftmaxGrad_13(axis=1)"); recorded in the result.
+    nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,10 @@ class Backend:
     # Another backend whose spec `known_divergences` also apply here because it runs the same kernels
     # (onnxruntime reached through its ONNX backend API on CPU is `ort`'s kernels): None for most.
     divergences_from: str | None = field(default=None, init=False)
+    # False where the backend reaches those kernels through graphs of its own (ort-autograd), so that an
+    # inherited divergence that does not show here (another node rejects the case first) is no evidence
+    # against the spec: only the backend's own declared divergences must reproduce.
+    inherited_must_reproduce: bool = field(default=True, init=False)
 
     def availability(self) -> str | None:
         """None when the backend can run here, else the reason it cannot."""

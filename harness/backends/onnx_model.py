@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 
 from harness.core import dtypes
 from harness.backends.base import Request
+from harness.spec.model import declared_shape_key
 
 IR_VERSION = 10
 OPSETS = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
@@ -62,19 +63,24 @@ def build(request: Request, bfloat16_as_float32: bool = True) -> OneNodeModel:
         node_inputs.pop()
 
     node_outputs, fetches, fetch_dtypes = [], [], []
+    declared = spec.declared_shapes()
     for out, wanted in zip(spec.outputs, request.outputs):
         if not wanted:
             node_outputs.append("")
             continue
         node_outputs.append(out.name)
         dtype = spec.dtype_of(out, request.dtype)
+        # An output the op cannot size from its inputs gets its static shape here (ORT's pool gradients read
+        # the node's output type; without one, session creation dereferences a null shape): one session per shape.
+        key = declared_shape_key(out.name)
+        shape = request.attributes.get(key) if key in declared else None
         if dtype == "bfloat16" and bfloat16_as_float32:
             as_float32 = out.name + _AS_FLOAT32
-            graph_outputs.append(helper.make_tensor_value_info(as_float32, TensorProto.FLOAT, None))
+            graph_outputs.append(helper.make_tensor_value_info(as_float32, TensorProto.FLOAT, shape))
             casts_out.append(helper.make_node("Cast", [out.name], [as_float32], to=TensorProto.FLOAT))
             fetches.append(as_float32)
         else:
-            graph_outputs.append(helper.make_tensor_value_info(out.name, dtypes.ONNX[dtype], None))
+            graph_outputs.append(helper.make_tensor_value_info(out.name, dtypes.ONNX[dtype], shape))
             fetches.append(out.name)
         fetch_dtypes.append(dtype)
     while node_outputs and node_outputs[-1] == "":
@@ -82,6 +88,8 @@ def build(request: Request, bfloat16_as_float32: bool = True) -> OneNodeModel:
 
     attributes = {}
     for name, value in request.attributes.items():
+        if name in declared:
+            continue
         kind = spec.attributes[name].type if name in spec.attributes else None
         attributes[name] = _attribute_value(kind, value)
     op = helper.make_node(spec.op, node_inputs, node_outputs, domain=spec.domain, **attributes)

@@ -17,7 +17,9 @@ CUDA = "CUDAExecutionProvider"
 def classify_error(phase: str, cls: str, message: str) -> Rejected | Unsupported:
     """ORT's refusal to build a kernel for a dtype is a capability gap, not a verdict on the inputs."""
     message = " ".join(message.split())
-    if phase == "session" and cls == "NotImplemented" and "Could not find an implementation" in message:
+    # "Failed to find kernel": a kernel exists, but not for these types (GatherGrad's float16 dY with an int32 shape)
+    if phase == "session" and cls == "NotImplemented" and any(
+            s in message for s in ("Could not find an implementation", "Failed to find kernel for")):
         return Unsupported(f"no kernel registered: {message}")
     if phase == "session" and cls == "InvalidGraph" and "Type Error" in message:
         return Unsupported(f"type not accepted by the op schema: {message}")

@@ -46,7 +46,7 @@ class ReferenceBackend(Backend):
     def probe(self, request: Request) -> Support:
         """The reference runs exactly the dtypes the spec's type constraints allow."""
         spec = request.spec
-        main = spec.inputs[0].type
+        main = spec.main_type
         allowed = spec.type_constraints[main].types
         if request.dtype in allowed:
             return Support("supported", "reference", f"float64 NumPy reference, rounded once to {request.dtype}")

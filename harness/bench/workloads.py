@@ -15,6 +15,7 @@ import numpy as np
 from reference._math import sigmoid
 from reference.forward.activations import leaky_relu
 from reference.forward.gru import gru_training
+from reference.forward.lstm import lstm_training
 from reference.forward.softmax import as_legacy_2d, normalize_axis
 
 
@@ -213,6 +214,52 @@ def _gru(op: str, size: str, seq: int, batch: int, isize: int, hidden: int) -> W
 GRU = (("small", 8, 4, 64, 64), ("medium", 32, 16, 128, 128), ("large", 64, 32, 256, 256))
 
 
+# ---- LSTM ---------------------------------------------------------------------------------------
+
+def _lstm_inputs(rng, seq, batch, size, hidden):
+    scale = 1.0 / math.sqrt(hidden)
+    X = _normal(rng, seq, batch, size)
+    W = (_normal(rng, 1, 4 * hidden, size) * scale).astype(np.float32)
+    R = (_normal(rng, 1, 4 * hidden, hidden) * scale).astype(np.float32)
+    B = (_normal(rng, 1, 8 * hidden) * scale).astype(np.float32)
+    return X, W, R, B, _normal(rng, 1, batch, hidden), _normal(rng, 1, batch, hidden)
+
+
+def _lstm(op: str, size: str, seq: int, batch: int, isize: int, hidden: int) -> Workload:
+    attrs = {"hidden_size": hidden}
+    if op == "LSTMGrad":  # the shapes the model declares for dB and dP (B and P are no inputs)
+        attrs.update(dB_shape=[1, 8 * hidden], dP_shape=[1, 3 * hidden])
+    # per step: X W^T and H R^T, 2 * batch * 4H * (I + H); the backward does about twice that (dX, dW, dR, dH)
+    forward_flops = 2 * seq * batch * 4 * hidden * (isize + hidden)
+
+    def make(rng):
+        X, W, R, B, H0, C0 = _lstm_inputs(rng, seq, batch, isize, hidden)
+        if op == "LSTMTraining":
+            return [X, W, R, B, None, H0, C0, None]
+        HAll, _, _, CAll, IOFC = lstm_training(X, W, R, B, None, H0, C0, hidden_size=hidden)
+        grad = _normal(rng, seq, 1, batch, hidden)
+        return [X, W, R, None, H0, C0, HAll.astype(np.float32), CAll.astype(np.float32), IOFC.astype(np.float32),
+                grad, None, None]
+
+    def peer(inputs):  # torch.nn.LSTM: the same computation (gate order i, f, g, o; weights drawn by torch)
+        import torch
+
+        torch.manual_seed(0)
+        lstm = torch.nn.LSTM(isize, hidden)
+        x = torch.from_numpy(inputs[0]).requires_grad_(True)
+        h0 = torch.from_numpy(inputs[5 if op == "LSTMTraining" else 4]).requires_grad_(True)
+        c0 = torch.from_numpy(inputs[6 if op == "LSTMTraining" else 5]).requires_grad_(True)
+        if op == "LSTMTraining":
+            return lambda: lstm(x, (h0, c0))
+        out, _ = lstm(x, (h0, c0))
+        grad = torch.from_numpy(inputs[9].reshape(seq, batch, hidden))
+        wrt = [x, h0, c0, *lstm.parameters()]
+        return lambda: torch.autograd.grad(out, wrt, grad, retain_graph=True)
+
+    flops = forward_flops if op == "LSTMTraining" else 2 * forward_flops
+    return Workload(op, size, f"seq {seq} batch {batch} {isize}->{hidden}", make, attrs, flops=flops, torch=peer)
+
+
 # ---- LayerNorm / RMSNorm gradients ------------------------------------------------------------
 
 def _layer_norm(op: str, size: str, rows: int, width: int) -> Workload:
@@ -250,10 +297,185 @@ def _layer_norm(op: str, size: str, rows: int, width: int) -> Workload:
 LAYER_NORM_OPS = ("LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad")
 LAYER_NORM_SIZES = (("small", 64, 128), ("medium", 1024, 1024), ("large", 8192, 1024))
 
+# ---- DropoutGrad -------------------------------------------------------------------------------
+
+def _dropout(size: str, rows: int, width: int, ratio: float = 0.1) -> Workload:
+    def make(rng):
+        mask = rng.random((rows, width)) >= ratio
+        return [_normal(rng, rows, width), mask, np.array(ratio, np.float32), np.array(True)]
+
+    def peer(inputs):
+        import torch
+
+        dy, mask = _t(*inputs[:2])
+        return lambda: torch.ops.aten.native_dropout_backward(dy, mask, 1.0 / (1.0 - ratio))
+
+    # bytes: dy read, the bool mask read (1 byte an element), dx written
+    return Workload("DropoutGrad", size, f"{rows}x{width} ratio {ratio}", make, bytes=rows * width * (2 * F32 + 1),
+                    torch=peer)
+
+
+DROPOUT_SIZES = (("small", 64, 128), ("medium", 1024, 1024), ("large", 8192, 1024))
+
+# ---- BatchNormalizationGrad ----------------------------------------------------------------------
+
+def _batch_norm(size: str, n: int, c: int, hw: int) -> Workload:
+    from reference.forward.batch_norm import batch_norm_internal
+
+    def make(rng):
+        x, scale = _normal(rng, n, c, hw, hw), (1.0 + 0.1 * _normal(rng, c)).astype(np.float32)
+        zeros, ones = np.zeros(c, np.float32), np.ones(c, np.float32)
+        *_, mean, inv = batch_norm_internal(x, scale, zeros, zeros, ones)
+        return [_normal(rng, n, c, hw, hw), x, scale, mean.astype(np.float32), inv.astype(np.float32)]
+
+    def peer(inputs):
+        import torch
+
+        # ATen's training-mode backward from the saved mean and inverse std, all three gradients
+        dy, x, scale, mean, inv = _t(*inputs)
+        return lambda: torch.ops.aten.native_batch_norm_backward(dy, x, scale, None, None, mean, inv, True, 1e-5,
+                                                                  [True, True, True])
+
+    # bytes: dY and X read, X_grad written (the per-channel vectors are small)
+    return Workload("BatchNormalizationGrad", size, f"N {n} C {c} {hw}x{hw}", make, {"epsilon": 1e-5},
+                    bytes=3 * n * c * hw * hw * F32, torch=peer)
+
+
+BATCH_NORM_SIZES = (("small", 8, 32, 28), ("medium", 32, 256, 14), ("large", 32, 64, 56))
+
+# ---- MaxPoolGrad, AveragePoolGrad ----------------------------------------------------------------
+
+def _max_pool(size: str, n: int, c: int, hw: int, k: int, stride: int, pad: int) -> Workload:
+    from reference.forward.pool import max_pool
+
+    geometry = {"kernel_shape": [k, k], "strides": [stride, stride], "pads": [pad] * 4}
+    x_shape = (n, c, hw, hw)
+
+    def make(rng):
+        _, indices = max_pool(_normal(rng, *x_shape), **geometry)
+        return [_normal(rng, *indices.shape), indices]
+
+    def peer(inputs):
+        import torch
+
+        dy, indices = _t(*inputs)
+        # ATen's indices count within each (n, c) plane; ONNX's over the whole tensor: converted here, untimed
+        plane = torch.from_numpy(inputs[1] % (hw * hw))
+        x = torch.empty(x_shape)
+        return lambda: torch.ops.aten.max_pool2d_with_indices_backward(dy, x, [k, k], [stride, stride], [pad, pad],
+                                                                        [1, 1], False, plane)
+
+    out = (hw + 2 * pad - k) // stride + 1
+    # bytes: dY (4) and Indices (8) read per output element, dX written
+    return Workload("MaxPoolGrad", size, f"N {n} C {c} {hw}x{hw} k{k} s{stride} p{pad}", make,
+                    {"dX_shape": list(x_shape)}, bytes=n * c * (out * out * (F32 + 8) + hw * hw * F32), torch=peer)
+
+
+def _average_pool(size: str, n: int, c: int, hw: int, k: int, stride: int) -> Workload:
+    x_shape, out = (n, c, hw, hw), (hw - k) // stride + 1
+
+    def make(rng):
+        return [_normal(rng, n, c, out, out)]
+
+    def peer(inputs):
+        import torch
+
+        (dy,) = _t(*inputs)
+        x = torch.empty(x_shape)
+        return lambda: torch.ops.aten.avg_pool2d_backward(dy, x, [k, k], [stride, stride], [0, 0], False, False, None)
+
+    # bytes: dY read, dX written
+    return Workload("AveragePoolGrad", size, f"N {n} C {c} {hw}x{hw} k{k} s{stride}", make,
+                    {"kernel_shape": [k, k], "strides": [stride, stride], "dX_shape": list(x_shape)},
+                    bytes=n * c * (out * out + hw * hw) * F32, torch=peer)
+
+
+# ResNet's stem pool at batch 32 is the large one
+MAX_POOL_SIZES = (("small", 4, 16, 32, 3, 2, 1), ("medium", 8, 64, 56, 3, 2, 1), ("large", 32, 64, 112, 3, 2, 1))
+# 2x2 stride-2 pools, and ResNet-50's global 7x7 head
+AVERAGE_POOL_SIZES = (("small", 8, 32, 28, 2, 2), ("medium", 32, 2048, 7, 7, 1), ("large", 32, 64, 112, 2, 2))
+
+# ---- SoftmaxCrossEntropyLossGrad -----------------------------------------------------------------
+
+def _sce(size: str, tokens: int, classes: int, ignored: float = 0.05) -> Workload:
+    """A language model's loss gradient: mean over the tokens, no class weights, ~5% of labels -100 (padding)."""
+    def make(rng):
+        x = _normal(rng, tokens, classes)
+        log_prob = (x - np.log(np.exp(x.astype(np.float64)).sum(axis=1, keepdims=True))).astype(np.float32)
+        label = rng.integers(0, classes, tokens)
+        label[rng.random(tokens) < ignored] = -100
+        return [np.array(1.0, np.float32), log_prob, label, None]
+
+    def peer(inputs):
+        import torch
+
+        # ATen's cross_entropy backward, its two kernels: nll_loss_backward (mean over the labels not ignored,
+        # total_weight from the forward, computed outside the timing), then _log_softmax_backward_data
+        dy, log_prob, label, _ = _t(*inputs)
+        total = (label != -100).sum().to(torch.float32)
+        aten = torch.ops.aten
+        return lambda: aten._log_softmax_backward_data(
+            aten.nll_loss_backward(dy, log_prob, label, None, 1, -100, total), log_prob, 1, torch.float32)
+
+    # bytes: log_prob read, d_logits written (the labels are small)
+    return Workload("SoftmaxCrossEntropyLossGrad", size, f"{tokens}x{classes} mean", make,
+                    {"reduction": "mean", "ignore_index": -100}, bytes=2 * tokens * classes * F32, torch=peer)
+
+
+SCE_SIZES = (("small", 64, 1000), ("medium", 1024, 1024), ("large", 8192, 1024), ("large-vocab", 1024, 32000))
+
+# ---- GatherGrad, GatherElementsGrad ---------------------------------------------------------------
+
+def _gather(size: str, rows: int, width: int, tokens: int) -> Workload:
+    """An embedding table's gradient: `tokens` token ids (non-negative, as torch takes them) into `rows` rows."""
+    def make(rng):
+        return [np.array([rows, width], np.int64), rng.integers(0, rows, tokens), _normal(rng, tokens, width)]
+
+    def peer(inputs):
+        import torch
+
+        _, indices, dy = _t(*inputs)
+        return lambda: torch.ops.aten.embedding_dense_backward(dy, indices, rows, -1, False)
+
+    # bytes: dX written, dY and the indices read
+    return Workload("GatherGrad", size, f"table {rows}x{width}, {tokens} indices", make,
+                    bytes=rows * width * F32 + tokens * (width * F32 + 8), torch=peer)
+
+
+def _gather_elements(size: str, x_shape: tuple[int, int], picks: int, axis: int) -> Workload:
+    idx_shape = (x_shape[0], picks) if axis == 1 else (picks, x_shape[1])
+
+    def make(rng):
+        return [_normal(rng, *idx_shape), np.array(x_shape, np.int64), rng.integers(0, x_shape[axis], idx_shape)]
+
+    def peer(inputs):
+        import torch
+
+        dy, _, indices = _t(*inputs)
+        x = torch.empty(x_shape)
+        return lambda: torch.ops.aten.gather_backward(dy, x, axis, indices, False)
+
+    # bytes: dX written, dY and the indices read
+    return Workload("GatherElementsGrad", size, f"X {x_shape[0]}x{x_shape[1]}, indices {idx_shape[0]}x{idx_shape[1]} axis {axis}",
+                    make, {"axis": axis}, bytes=math.prod(x_shape) * F32 + math.prod(idx_shape) * (F32 + 8), torch=peer)
+
+
+# the large one is a 32000-token vocabulary's 1024-wide embedding, 8192 tokens per step
+GATHER_SIZES = (("small", 1000, 64, 512), ("medium", 8000, 512, 2048), ("large", 32000, 1024, 8192))
+# picks along the last axis (top-k-like), and a whole tensor along axis 0
+GATHER_ELEMENTS_SIZES = (("small", (256, 64), 64, 1), ("medium", (1024, 1024), 256, 1), ("large", (8192, 1024), 256, 1),
+                         ("large-axis0", (4096, 1024), 4096, 0))
+
 WORKLOADS: list[Workload] = [
     *(_elementwise(op, size, n) for op in ELEMENTWISE_OPS for size, n in ELEMENTWISE_SIZES.items()),
     *(_softmax(op, size, shape, axis) for op in SOFTMAX_OPS for size, shape, axis in SOFTMAX_SIZES),
     *(_conv(*args) for args in CONV),
     *(_gru(op, *args) for op in ("GRUTraining", "GRUGrad") for args in GRU),
+    *(_lstm(op, *args) for op in ("LSTMTraining", "LSTMGrad") for args in GRU),
     *(_layer_norm(op, size, rows, width) for op in LAYER_NORM_OPS for size, rows, width in LAYER_NORM_SIZES),
+    *(_dropout(size, rows, width) for size, rows, width in DROPOUT_SIZES),
+    *(_batch_norm(*args) for args in BATCH_NORM_SIZES),
+    *(_max_pool(*args) for args in MAX_POOL_SIZES), *(_average_pool(*args) for args in AVERAGE_POOL_SIZES),
+    *(_sce(*args) for args in SCE_SIZES),
+    *(_gather(*args) for args in GATHER_SIZES), *(_gather_elements(*args) for args in GATHER_ELEMENTS_SIZES),
 ]

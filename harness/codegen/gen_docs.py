@@ -27,6 +27,8 @@ Case parameters with a meaning of their own (harness/core/cases.py), usable in a
 - `omit`: optional inputs left out of the node, e.g. `omit: [[], [B]]` (an empty list gives them all).
 - `outputs`: the outputs the node asks for (the others are left unnamed), e.g. `outputs: [[dX], [dX, dW]]`;
   leave it out for all outputs.
+- a type variable other than the case dtype's: the dtype of its inputs, e.g. `Tind: [int32, int64]` (default: its
+  first type).
 - any attribute of the op (written on the node), any forward-only attribute (`forward.own_attributes`), and
   any hook parameter declared under `cases.params`.
 """
@@ -42,7 +44,7 @@ def _type_name(annotation) -> str:
     if origin in (typing.Union, types.UnionType):
         names = [_type_name(a) for a in args]
         if set(names) >= {"Generator", "MaskGenerator"}:
-            return "Generator \\| MaskGenerator \\| LabelsGenerator \\| IndicesGenerator (by `kind`)"
+            return "Generator \\| MaskGenerator \\| LabelsGenerator \\| IndicesGenerator \\| ShapeOfGenerator (by `kind`)"
         return " \\| ".join(names)
     if origin in (list, tuple, dict):
         return f"{origin.__name__}[{', '.join(_type_name(a) for a in args if a is not Ellipsis)}]"

@@ -37,7 +37,7 @@ class Case:
         return f"{self.dtype}-{self.id}"
 
     @property
-    def attributes(self) -> dict[str, Any]:
+    def node_attributes(self) -> dict[str, Any]:
         """The attributes written on the node; attributes left out fall back to their defaults."""
         written = {k: v for k, v in self.params.items() if k in self.spec.attributes}
         if isinstance(self.group, InvalidGroup):
@@ -45,8 +45,25 @@ class Case:
         return written
 
     @property
+    def attributes(self) -> dict[str, Any]:
+        """The node's attributes, plus the shapes the model declares for outputs the op cannot size from its
+        inputs (`dX_shape`, Spec.declared_shapes): backends write those on the graph output, never on the node."""
+        written = self.node_attributes
+        if self.spec.declared_shapes():
+            from harness.core.tensors import declared_output_shapes  # tensors imports this module
+
+            written.update(declared_output_shapes(self))
+        return written
+
+    @property
     def omitted_inputs(self) -> tuple[str, ...]:
         return tuple(self.params.get(OMIT, ()))
+
+    def input_dtype(self, inp) -> str:
+        """An input's dtype: a case param named after its type variable picks it (`Tind: [int32, int64]`, for a
+        variable the case dtype does not bind); otherwise Spec.dtype_of."""
+        chosen = self.params.get(inp.type)
+        return chosen if chosen is not None and inp.type != self.spec.main_type else self.spec.dtype_of(inp, self.dtype)
 
     @property
     def requested_outputs(self) -> tuple[str, ...]:

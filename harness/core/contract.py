@@ -38,6 +38,9 @@ def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
         if inp.shape_from and shapes.get(inp.shape_from) is not None and shapes[inp.shape_from] != value.shape:
             problems.append(f"input {inp.name} has shape {list(value.shape)} but must equal "
                             f"{inp.shape_from}'s shape {list(shapes[inp.shape_from])}")
+        if inp.shape is not None and tuple(inp.shape) != value.shape:
+            want = "a scalar (rank 0)" if not inp.shape else f"of shape {list(inp.shape)}"
+            problems.append(f"input {inp.name} has shape {list(value.shape)} but must be {want}")
         if inp.shape_fn:
             earlier = {i.name: shapes.get(i.name) for i in spec.inputs[: spec.inputs.index(inp)]}
             try:
@@ -82,7 +85,8 @@ def value_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
 
 
 def attribute_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[str]:
-    problems = [f"unknown attribute {name}" for name in written if name not in spec.attributes]
+    declared = spec.declared_shapes()  # model-declared output shapes travel with the attributes
+    problems = [f"unknown attribute {name}" for name in written if name not in spec.attributes and name not in declared]
     for name, attr in spec.attributes.items():
         if name not in written:
             if attr.required:

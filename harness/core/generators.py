@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from harness.spec.model import IndicesGenerator, LabelsGenerator, MaskGenerator
+from harness.spec.model import IndicesGenerator, LabelsGenerator, MaskGenerator, ShapeOfGenerator
 
 
 class BoundError(ValueError):
@@ -24,6 +24,10 @@ def resolve_bound(bound, shapes: dict, params: dict) -> int:
         shape = shapes.get(name)
         if shape is None:
             raise BoundError(f"'{bound}': input '{name}' has no shape in this case")
+        if not axis.lstrip("-").isdigit():  # an attribute or case param holding the axis, e.g. X:axis
+            if not isinstance(params.get(axis), int):
+                raise BoundError(f"'{bound}': '{axis}' is neither an int attribute nor a case param of this group")
+            axis = params[axis]
         try:
             return int(shape[int(axis)])
         except IndexError:
@@ -34,7 +38,8 @@ def resolve_bound(bound, shapes: dict, params: dict) -> int:
 
 
 def draw_mask(gen: MaskGenerator, shape, rng: np.random.Generator) -> np.ndarray:
-    return rng.random(math.prod(shape)).reshape(shape) < gen.keep
+    # compared before the reshape: a 0-d comparison would give a NumPy scalar, not a 0-d array
+    return (rng.random(math.prod(shape)) < gen.keep).reshape(shape)
 
 
 def draw_labels(gen: LabelsGenerator, shape, rng, shapes: dict, params: dict) -> np.ndarray:
@@ -58,7 +63,7 @@ def draw_indices(gen: IndicesGenerator, shape, rng, shapes: dict, params: dict) 
     else:
         raise BoundError("indices need a dim or a range")
     size = math.prod(shape)
-    if high <= low and gen.out_of_range < 1:
+    if high <= low and gen.out_of_range < 1 and size:  # an empty dim is fine when no index is drawn
         raise BoundError(f"no valid index in [{low}, {high})")
     values = rng.integers(low, max(high, low + 1), size, dtype=np.int64)
     if gen.out_of_range and size:
@@ -68,3 +73,13 @@ def draw_indices(gen: IndicesGenerator, shape, rng, shapes: dict, params: dict) 
         above = rng.random(size) < 0.5
         values[outside] = np.where(above, high + offsets, low - 1 - offsets)[outside]
     return values.reshape(shape)
+
+
+def draw_shape_of(gen: ShapeOfGenerator, shape, shapes: dict) -> np.ndarray:
+    """The shape of input `gen.of` as values, filling a tensor of `shape` (which must hold one per dim)."""
+    of = shapes.get(gen.of)
+    if of is None:
+        raise BoundError(f"input '{gen.of}' has no shape in this case")
+    if math.prod(shape) != len(of):
+        raise BoundError(f"{gen.of} has rank {len(of)}, so the tensor needs {len(of)} element(s), not shape {list(shape)}")
+    return np.array(of, dtype=np.int64).reshape(shape)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.core.cases import Case, stable_seed
+from harness.core.compare import json_number
 from harness.spec.dotted import resolve
 from harness.core.tensors import forward_attributes, resolve_attributes
 
@@ -70,8 +71,10 @@ class GradientCheck:
         return f"gradient: the reference is not the gradient of its forward op: {parts}"
 
     def to_json(self) -> dict:
-        return {i.name: {"order": i.order, "passed": i.passed, "steps": i.steps, "remainders": i.remainders,
-                         "roundoff": i.roundoff} for i in self.inputs}
+        # JSON has no inf or NaN: a remainder that overflowed (dY near the largest float64) is written as a string
+        return {i.name: {"order": json_number(i.order) if i.order is not None else None, "passed": i.passed,
+                         "steps": i.steps, "remainders": [json_number(r) for r in i.remainders],
+                         "roundoff": [json_number(r) for r in i.roundoff]} for i in self.inputs}
 
 
 def applies(case: Case) -> bool:

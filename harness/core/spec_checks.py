@@ -63,7 +63,9 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
         if inp.role in ("forward_input", "forward_output", "saved_activation") and spec.forward:
             pool = fwd_in if inp.role == "forward_input" else fwd_out
             name = inp.forward_name or inp.name
-            if name not in pool:
+            # a shape_of input (GatherGrad's `shape`) holds a forward tensor's shape, not a forward tensor
+            shape_of = inp.role == "forward_input" and getattr(spec.cases.inputs.get(inp.name), "kind", "") == "shape_of"
+            if name not in pool and not shape_of:
                 out.append((f"{where}.forward_name", f"{inp.role} '{name}' is not among forward.{'inputs' if inp.role == 'forward_input' else 'outputs'} "
                             f"({', '.join(pool)}); set forward_name to one of them"))
         elif inp.role in ("forward_output", "saved_activation"):
@@ -73,8 +75,9 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
         where = f"outputs[{i}]"
         if o.type not in spec.type_constraints:
             out.append((f"{where}.type", unknown_name("type variable", o.type, spec.type_constraints)))
-        if o.shape_from and o.shape_from not in in_names:
-            out.append((f"{where}.shape_from", unknown_name("input", o.shape_from, in_names)))
+        shape_sources = [*in_names, *(spec.forward.inputs if spec.forward else [])]
+        if o.shape_from and o.shape_from not in shape_sources:
+            out.append((f"{where}.shape_from", unknown_name("input", o.shape_from, shape_sources)))
         if o.grad_of and o.grad_of not in fwd_in:
             out.append((f"{where}.grad_of", f"write the forward input this is the gradient of: one of {', '.join(fwd_in) or '(no forward section)'}"))
 
@@ -123,6 +126,9 @@ def _check_forward(spec: Spec, in_names) -> list[tuple[str, str]]:
         if name not in taken and name not in forward.shapes and not spec.cases.shapes:
             out.append(("forward.shapes", f"forward input '{name}' is not an input of {spec.op}: give it a shape "
                                           f"rule, e.g. shapes: {{{name}: {{shape_from: {in_names[0]}}}}}"))
+    for name in forward.draws:
+        if name not in forward.inputs:
+            out.append(("forward.draws", unknown_name("forward input", name, forward.inputs)))
     for name, rule in forward.shapes.items():
         where = f"forward.shapes.{name}"
         if name not in forward.inputs or name in taken:
@@ -149,7 +155,7 @@ def _case_count_problems(spec: Spec) -> list[tuple[str, str]]:
 
 # How the harness calls each hook a spec names: field -> (path, positional arguments, keyword names).
 def _hook_calls(spec: Spec) -> dict[str, tuple[str, int, tuple]]:
-    inputs_and_attributes = (*[i.name for i in spec.inputs], *spec.attributes)
+    inputs_and_attributes = (*[i.name for i in spec.inputs], *spec.attributes, *spec.declared_shapes())
     calls = {"reference": (spec.reference, 0, inputs_and_attributes),
              "valid_if": (spec.valid_if, 2, ()),  # (shapes, attributes)
              "valid_values": (spec.valid_values, 2, ()),  # (inputs, attributes)
@@ -201,17 +207,20 @@ def _check_hooks(spec: Spec, packages) -> list[tuple[str, str]]:
 
 def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str]]:
     out = []
-    allowed_types = set(spec.type_constraints[spec.inputs[0].type].types) if spec.inputs[0].type in spec.type_constraints else set()
+    allowed_types = set(spec.type_constraints[spec.main_type].types) if spec.main_type in spec.type_constraints else set()
     own_attributes = spec.forward.own_attributes if spec.forward else {}
-    known_params = [*BUILTIN_PARAMS, *spec.attributes, *own_attributes, *spec.cases.params]
+    type_params = {t: c.types for t, c in spec.type_constraints.items() if t != spec.main_type}  # Case.input_dtype
+    known_params = [*BUILTIN_PARAMS, *spec.attributes, *own_attributes, *spec.cases.params, *type_params]
     generator_names = set(in_names) | set(fwd_in)
     for where, dtypes_ in [("cases.dtypes", spec.cases.dtypes)]:
         for d in dtypes_:
             if allowed_types and d not in allowed_types:
                 out.append((where, f"{d} is not allowed by the type constraint ({', '.join(sorted(allowed_types))})"))
-    for name in spec.cases.inputs:
+    for name, gen in spec.cases.inputs.items():
         if name not in generator_names:
             out.append((f"cases.inputs.{name}", unknown_name("input", name, sorted(generator_names))))
+        if gen.kind == "shape_of" and gen.of not in generator_names:
+            out.append((f"cases.inputs.{name}.of", unknown_name("input", gen.of, sorted(generator_names))))
 
     groups = [("groups", g) for g in spec.cases.groups] + [("invalid", g) for g in spec.cases.invalid]
     seen = set()
@@ -223,9 +232,11 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
         for d in group.dtypes or []:
             if allowed_types and d not in allowed_types:
                 out.append((f"{where}.dtypes", f"{d} is not allowed by the type constraint ({', '.join(sorted(allowed_types))})"))
-        for name in group.inputs:
+        for name, gen in group.inputs.items():
             if name not in generator_names:
                 out.append((f"{where}.inputs.{name}", unknown_name("input", name, sorted(generator_names))))
+            if gen.kind == "shape_of" and gen.of not in generator_names:
+                out.append((f"{where}.inputs.{name}.of", unknown_name("input", gen.of, sorted(generator_names))))
         for params in group_params(group):
             for key, value in params.items():
                 if key not in known_params:
@@ -233,6 +244,8 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
                                 + "; declare hook parameters under cases.params"))
                 elif key in spec.attributes and kind == "groups" and (problem := value_problem(spec.attributes[key], value)):
                     out.append((f"{where}.params.{key}", f"{problem} (out-of-range values belong in cases.invalid)"))
+                elif key in type_params and key not in spec.attributes and value not in type_params[key]:
+                    out.append((f"{where}.params.{key}", f"{value!r} is not a type {key} allows ({', '.join(type_params[key])})"))
                 elif key in own_attributes and (problem := value_problem(own_attributes[key], value)):
                     out.append((f"{where}.params.{key}", f"{problem} (a forward-only attribute must fit the forward op)"))
                 elif key == OMIT and any(n not in in_names or not spec.input(n).optional for n in value):

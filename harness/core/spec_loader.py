@@ -240,7 +240,7 @@ def load_catalog(root: Path | None = None, max_case_bytes: int = checks.DEFAULT_
         paths[spec.id] = path
         specs.append(spec)
     for spec in specs if defaults else []:  # no defaults at all: their file's own problem says why
-        missing = [d for d in spec.type_constraints[spec.inputs[0].type].types
+        missing = [d for d in spec.type_constraints[spec.main_type].types
                    if d in ("float32", "float64", "float16", "bfloat16") and d not in defaults]
         if missing:
             problems.append(Problem(shown(paths[spec.id]), "type_constraints",

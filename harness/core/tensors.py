@@ -25,14 +25,24 @@ class CaseError(ValueError):
 
 
 def resolve_attributes(spec: Spec, written: dict) -> dict:
-    """Every attribute the op has: the written value, else its default."""
-    return {name: written.get(name, attr.default) for name, attr in spec.attributes.items()}
+    """Every attribute the op has: the written value, else its default; and the model-declared output shapes
+    that came with them (Spec.declared_shapes)."""
+    resolved = {name: written.get(name, attr.default) for name, attr in spec.attributes.items()}
+    resolved.update({key: written[key] for key in spec.declared_shapes() if key in written})
+    return resolved
+
+
+def declared_output_shapes(case: Case) -> dict[str, list[int]]:
+    """`<output>_shape` -> the shape of the forward input it names, for outputs the model must size."""
+    _, forward_shapes = _rule_shapes(case, derive=False)
+    return {key: list(forward_shapes[source]) for key, source in case.spec.declared_shapes().items()
+            if forward_shapes.get(source) is not None}
 
 
 def forward_attributes(case: Case) -> dict:
     """The forward op's attributes: the shared spec attributes, then its own (group params override defaults)."""
     spec, forward = case.spec, case.spec.forward
-    attrs = resolve_attributes(spec, case.attributes)
+    attrs = resolve_attributes(spec, case.node_attributes)
     shared = {a: attrs[a] for a in forward.attributes}
     own = {name: case.params.get(name, attr.default) for name, attr in forward.own_attributes.items()}
     return {**shared, **own}
@@ -45,10 +55,11 @@ def input_shapes(case: Case) -> dict[str, tuple[int, ...] | None]:
     return {**shapes, **{name: tuple(shape) for name, shape in overrides.items()}}
 
 
-def _rule_shapes(case: Case) -> tuple[dict, dict]:
-    """(op input shapes, forward-only input shapes) as the spec's rules give them, before invalid overrides."""
+def _rule_shapes(case: Case, derive: bool = True) -> tuple[dict, dict]:
+    """(op input shapes, forward-only input shapes) as the spec's rules give them, before invalid overrides;
+    derive=False leaves derived inputs without a rule at None (no forward run)."""
     spec, params = case.spec, case.params
-    context = {**resolve_attributes(spec, case.attributes), **params}
+    context = {**resolve_attributes(spec, case.node_attributes), **params}
     from_hook = resolve(spec.cases.shapes)(params) if spec.cases.shapes else {}
     shapes: dict[str, tuple[int, ...] | None] = {}
     forward_shapes: dict[str, tuple[int, ...] | None] = {}
@@ -114,7 +125,7 @@ def _rule_shapes(case: Case) -> tuple[dict, dict]:
     if spec.forward:
         for name in spec.forward.inputs:
             forward_shape(name, ())
-    if derived_from_forward:
+    if derived_from_forward and derive:
         shapes.update(_forward_output_shapes(case, shapes, forward_shapes, derived_from_forward))
     return shapes, forward_shapes
 
@@ -162,12 +173,15 @@ def draw(gen: Generator, shape: tuple[int, ...], dtype: str, rng: np.random.Gene
 
 
 def draw_integers(gen, name: str, shape, dtype: str, rng, shapes: dict, params: dict) -> np.ndarray:
-    """A mask, labels or indices tensor, drawn as integers and stored in the input's dtype."""
+    """A mask, labels, indices or shape_of tensor, drawn as integers and stored in the input's dtype.
+    shapes: the op and forward inputs' shapes; params: the case params and the attributes (bounds read both)."""
     try:
         if gen.kind == "mask":
             values = generators.draw_mask(gen, shape, rng)
         elif gen.kind == "labels":
             values = generators.draw_labels(gen, shape, rng, shapes, params)
+        elif gen.kind == "shape_of":
+            values = generators.draw_shape_of(gen, shape, shapes)
         else:
             values = generators.draw_indices(gen, shape, rng, shapes, params)
     except generators.BoundError as e:
@@ -208,7 +222,10 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
     def draw_input(name: str, shape, dtype: str) -> np.ndarray:
         gen = generators.get(name, DEFAULT_GENERATOR)
         if gen.kind != "float":
-            return draw_integers(gen, name, shape, dtype, _rng(seed, name), shapes, case.params)
+            # bounds and shape_of may name forward-only inputs (GatherGrad's X) and read the axis from an attribute
+            _, forward_shapes = _rule_shapes(case, derive=False)
+            context = {**resolve_attributes(spec, case.node_attributes), **case.params}
+            return draw_integers(gen, name, shape, dtype, _rng(seed, name), {**forward_shapes, **shapes}, context)
         if dtypes.NUMPY[dtype].kind in "biu" and gen.values is None:
             raise CaseError(f"input '{name}' is {dtype}: give it literal `values` or a generator of kind mask, "
                             "labels or indices, not a float distribution")
@@ -216,7 +233,7 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
 
     derived, forward_args = [], {}
     for inp in spec.inputs:
-        dtype = spec.dtype_of(inp, case.dtype)
+        dtype = case.input_dtype(inp)
         if shapes[inp.name] is None:
             inputs[inp.name] = None
         elif inp.role in DRAWN_ROLES or inp.name in overridden or inp.name in case.group.inputs:
@@ -231,8 +248,8 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
         for inp in derived:
             value = forward_values.get(inp.forward_name or inp.name) if forward_values else None
             if value is None:  # only invalid cases get here: their shapes may not fit the forward op
-                value = draw_input(inp.name, shapes[inp.name], spec.dtype_of(inp, case.dtype))
-            inputs[inp.name] = _cast(value, spec.dtype_of(inp, case.dtype))
+                value = draw_input(inp.name, shapes[inp.name], case.input_dtype(inp))
+            inputs[inp.name] = _cast(value, case.input_dtype(inp))
     return inputs, forward_args
 
 
@@ -266,3 +283,32 @@ def _run_forward(case: Case, args: dict) -> dict[str, np.ndarray] | None:
         return None
     result = result if isinstance(result, tuple) else (result,)
     return dict(zip(forward.outputs, result))
+
+
+def forward_call_parts(case: Case, inputs: dict, forward_args: dict) -> tuple[dict, dict, str]:
+    """(forward inputs in their case dtypes, forward attributes as the case writes them, why the case
+    cannot run from them or ''), for backends that differentiate the forward op themselves."""
+    spec, forward = case.spec, case.spec.forward
+    overridden = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
+    # a training graph makes derived inputs, and shape_of ones (GatherGrad's shape = Shape(X)), itself
+    made_by_graph = [i.name for i in spec.inputs if i.role in DERIVED_ROLES
+                     or getattr(spec.cases.inputs.get(i.name), "kind", "") == "shape_of"]
+    planted = [name for name in made_by_graph if name in case.group.inputs]
+    missing = ""
+    if planted:
+        missing = (f"group {case.group.name} sets {', '.join(planted)} directly, not through {forward.op}: "
+                   "no forward inputs produced them")
+    elif overridden:
+        missing = (f"invalid group {case.group.name} gives {', '.join(overridden)} a shape of its own; a gradient "
+                   f"graph takes its tensors from {forward.op}, so they cannot disagree there")
+    by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
+    values = {}
+    for name in forward.inputs:
+        if name in by_forward_name:
+            values[name] = inputs.get(by_forward_name[name])
+        else:  # drawn in the case dtype, held in float64: the cast back is exact
+            value = forward_args.get(name)
+            values[name] = None if value is None else _cast(value, case.dtype)
+    written = {a: case.attributes[a] for a in forward.attributes if a in case.attributes}
+    written.update({a: case.params[a] for a in forward.own_attributes if a in case.params})
+    return values, written, missing

@@ -39,8 +39,10 @@ def use_generated_suite(config, suite_dir: Path, specs_dir: Path) -> None:
     config.stash[_SPECS_DIR] = Path(specs_dir).resolve()
     manifest = Path(suite_dir) / "MANIFEST.json"
     if manifest.is_file():
-        for name in json.loads(manifest.read_text())["files"]:
-            op = name[len("test_"):-len(".py")]
+        for name, entry in json.loads(manifest.read_text())["files"].items():
+            # the op from the spec id (domain::Op@version): files of other domains carry a domain prefix
+            spec_id = entry.get("spec", "") if isinstance(entry, dict) else ""
+            op = spec_id.split("::")[-1].split("@")[0] if "::" in spec_id else name[len("test_"):-len(".py")]
             config.addinivalue_line("markers", f"{marker(op)}: the generated tests of {op}")
 
 

@@ -82,6 +82,7 @@ class OpView:
     diagnoses: list[tuple[str, str, int, Rec]] = field(default_factory=list)
     # (spec Divergence, results it explained, covered results where it did not reproduce)
     divergences: list[tuple[Any, int, int]] = field(default_factory=list)
+    graphs: list[tuple[str, str, int, str, Rec]] = field(default_factory=list)  # see gradient_graphs
     table: dict = field(default_factory=dict)  # what report.js needs to draw the case table
 
     @property
@@ -214,6 +215,17 @@ def diagnoses(records: list[Rec]) -> list[tuple[str, str, int, Rec]]:
     return [(b, d, len(rs), rs[0]) for (b, d), rs in sorted(found.items(), key=lambda kv: (kv[0][0], -len(kv[1])))]
 
 
+def gradient_graphs(records: list[Rec]) -> list[tuple[str, str, int, str, Rec]]:
+    """(backend, the nodes that computed the outputs, results, dtypes, first example) for each distinct node
+    list a backend reported (ort-autograd: the gradient nodes ORT's builder inserted for the forward op)."""
+    found: dict[tuple[str, tuple], list[Rec]] = defaultdict(list)
+    for r in records:
+        if r.raw.get("nodes"):
+            found[(r.backend, tuple(r.raw["nodes"]))].append(r)
+    return [(b, " ; ".join(nodes), len(rs), ", ".join(sorted({r.dtype for r in rs}, key=dtype_key)), rs[0])
+            for (b, nodes), rs in sorted(found.items(), key=lambda kv: (kv[0][0], -len(kv[1])))]
+
+
 def capability(records: list[Rec], backends: list[str], dtypes: list[str],
                probed: dict[tuple[str, str], tuple[str, str]]) -> list[tuple[str, list[Capability]]]:
     """Per backend and dtype: a probe's verdict when the run recorded one, else what the results show."""
@@ -260,6 +272,7 @@ def build(op: str, records: list[Rec], spec, spec_path: str, spec_note: str, bac
     view.histograms = histograms(records, op_backends, view.dtypes, op)
     view.coverage = coverage(records, spec)
     view.diagnoses = diagnoses(records)
+    view.graphs = gradient_graphs(records)
     if spec is not None:
         explained = Counter(r.divergence for r in records if r.divergence and r.status != "pass")
         refuted = Counter(r.divergence for r in records if r.divergence and r.status == "pass")

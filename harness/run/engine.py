@@ -23,7 +23,7 @@ from enum import Enum
 import numpy as np
 
 from harness.core import contract
-from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, Request, TimedOut, Unsupported
+from harness.backends.base import Backend, Crashed, ForwardCall, Outcome, Outputs, Rejected, Request, TimedOut, Unsupported
 from harness.backends.reference import evaluate
 from harness.core.cases import Case
 from harness.core.compare import Tolerance, compare
@@ -32,7 +32,7 @@ from harness.core.dtypes import NUMPY
 from harness.run.probe import capability
 from harness.spec.model import Divergence
 from harness.core.status import EXPLAINS, STATUSES, UNEXPECTED, Check, Failure, Problem, Status  # noqa: F401 (re-exported)
-from harness.core.tensors import CaseError, make_tensors
+from harness.core.tensors import CaseError, forward_call_parts, make_tensors
 from harness.core.tolerance import allowances
 
 
@@ -73,6 +73,7 @@ class Result:
     check: str = Check.REFERENCE.value  # or gradient (harness.core.gradcheck), or a self-consistency check
     diagnosis: dict | None = None  # for wrong outputs: the alternative semantics they match (harness.run.diagnose)
     gradient: dict | None = None  # check gradient: per forward input, the Taylor-remainder sequence (harness.core.gradcheck)
+    nodes: list[str] | None = None  # what computed the outputs, where the backend chose it (ort-autograd's gradient nodes)
 
     def to_json(self) -> dict:
         return {k: v.value if isinstance(v, Enum) else v for k, v in self.__dict__.items()}
@@ -115,7 +116,13 @@ def request_for(prepared: Prepared, threads: int = 1) -> Request:
     wanted = set(case.requested_outputs)
     return Request(case.spec, case.dtype, [prepared.inputs.get(i.name) for i in case.spec.inputs],
                    case.attributes, tuple(o.name in wanted for o in case.spec.outputs), threads,
-                   timeout=case.group.timeout)
+                   timeout=case.group.timeout, forward=_forward_call(prepared))
+
+
+def _forward_call(prepared: Prepared) -> ForwardCall | None:
+    if prepared.case.spec.forward is None:
+        return None
+    return ForwardCall(*forward_call_parts(prepared.case, prepared.inputs, prepared.forward_inputs))
 
 
 def new_result(prepared: Prepared, backend: str) -> Result:
@@ -148,7 +155,7 @@ def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_f
             result.detail = f"{result.diagnosis['summary']} | {result.detail}"
         elif result.diagnosis:
             result.detail += f" | diagnosis: {result.diagnosis['summary']}"
-    apply_divergences(prepared, result, backend.divergences_from)
+    apply_divergences(prepared, result, backend.divergences_from, backend.inherited_must_reproduce)
     return result
 
 
@@ -170,6 +177,7 @@ def score(prepared: Prepared, outcome: Outcome, tolerance: Tolerance, result: Re
         result.set(Status.FAIL, Failure.ACCEPTS_INVALID,
                    f"accepted an invalid input ({case.group.why}) and returned outputs")
     else:
+        result.nodes = list(outcome.nodes) or None
         _score_outputs(prepared, outcome, tolerance, result)
 
 
@@ -223,8 +231,11 @@ def explains(divergence: Divergence, result: Result) -> bool:
     return result.failure in kinds and (not divergence.outputs or failing <= set(divergence.outputs))
 
 
-def apply_divergences(prepared: Prepared, result: Result, same_kernels_as: str | None = None) -> None:
+def apply_divergences(prepared: Prepared, result: Result, same_kernels_as: str | None = None,
+                      inherited_must_reproduce: bool = True) -> None:
     declared = matching_divergences(prepared, result.backend, same_kernels_as)
+    if not inherited_must_reproduce and result.status == Status.PASS:
+        declared = [d for d in declared if d.backend == result.backend]
     if not declared or (result.status == Status.UNSUPPORTED and result.failure is None):
         return  # a case the backend cannot run neither shows nor refutes a divergence
     if result.status == Status.PASS:

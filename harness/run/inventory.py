@@ -51,7 +51,8 @@ class Row:
 
 
 def spec_index(specs) -> dict[tuple[str, str], object]:
-    return {(s.domain, s.op): s for s in specs}
+    # the table writes the default domain as '', specs as ai.onnx (their directory name)
+    return {("" if s.domain == "ai.onnx" else s.domain, s.op): s for s in specs}
 
 
 def rows(specs, backend=None, only: list[str] | None = None) -> list[Row]:
@@ -84,8 +85,17 @@ def cpu_status(backend, entry: dict, spec) -> tuple[str, str]:
 
 
 def _table_status(backend, entry: dict, shaped: bool, all_outputs: bool) -> tuple[str, str]:
+    status, detail = _table_run(backend, entry, shaped, all_outputs, "int64")
+    if status == NO_KERNEL and any({"int32", "int64"} <= set(t) for t in entry["type_constraints"].values()):
+        retry = _table_run(backend, entry, shaped, all_outputs, "int32")  # a kernel for int32 only?
+        if retry[0] == REGISTERED:
+            return retry
+    return status, detail
+
+
+def _table_run(backend, entry: dict, shaped: bool, all_outputs: bool, integer: str) -> tuple[str, str]:
     try:
-        model, feeds, fetches = table_model(entry, shaped, all_outputs)
+        model, feeds, fetches = table_model(entry, shaped, all_outputs, integer)
     except ValueError as e:
         return NOT_TRIED, str(e)
     try:
@@ -112,7 +122,7 @@ def _error_status(phase: str, message: str) -> tuple[str, str]:
 
 
 def _spec_status(backend, spec) -> tuple[str, str]:
-    types = spec.type_constraints[spec.inputs[0].type].types
+    types = spec.type_constraints[spec.main_type].types
     dtype = "float32" if "float32" in types else types[0]
     try:
         request = probe.probe_request(spec, dtype)
@@ -133,9 +143,12 @@ def _spec_status(backend, spec) -> tuple[str, str]:
     return FAILED, str(result)[:200]
 
 
-def table_model(entry: dict, shaped: bool = True, all_outputs: bool = False) -> tuple[bytes, dict, list[str]]:
+def table_model(entry: dict, shaped: bool = True, all_outputs: bool = False,
+                integer: str = "int64") -> tuple[bytes, dict, list[str]]:
     """A one-node model of `entry` with its required inputs fed small tensors, declared [2, 3] (or
-    without a shape: `shaped` False); ValueError when the table's types cannot be fed (sequences)."""
+    without a shape: `shaped` False); ValueError when the table's types cannot be fed (sequences).
+    A type variable allowing both int32 and int64 takes `integer` (ORT's CPU kernels mostly register
+    int64 shape and index inputs: GatherGrad's shape has no int32 kernel)."""
     from onnx import helper
 
     constraints = entry["type_constraints"]
@@ -144,7 +157,9 @@ def table_model(entry: dict, shaped: bool = True, all_outputs: bool = False) -> 
         options = constraints.get(type_name, [type_name])
         if any(t.startswith("seq(") for t in options):
             raise ValueError(f"{entry['op']} takes sequences (no one-node feed for them)")
-        return "float32" if "float32" in options or not set(options) & set(NUMPY) else options[0]
+        if "float32" in options or not set(options) & set(NUMPY):
+            return "float32"
+        return integer if {"int32", "int64"} <= set(options) else options[0]
 
     feeds, graph_inputs, names = {}, [], []
     for formal in entry["inputs"]:

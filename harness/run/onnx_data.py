@@ -23,6 +23,7 @@ from harness.run.engine import prepare, request_for
 from harness.run.runner import RunError
 from harness.core.spec_checks import unknown_name
 from harness.core.spec_loader import Catalog, UnknownOp
+from harness.spec.model import declared_shape_key
 
 
 class DataError(ValueError):
@@ -138,8 +139,26 @@ def request_from_dataset(catalog: Catalog, model, node, dataset: Path, threads: 
             value = _read_tensor(outputs[k])
             _check_against_model("output", k, output, value)
             expected[spec.outputs[list(node.output).index(output.name)].name] = value
-    dtype = dtypes.name_of(present[0].dtype)
-    return Request(spec, dtype, inputs, node_attributes(node), wanted, threads), expected
+    # the case dtype is the main type variable's (dY's: GatherGrad's first input is its int64 shape)
+    main = [v for inp, v in zip(spec.inputs, inputs) if v is not None and inp.type == spec.main_type]
+    dtype = dtypes.name_of((main or present)[0].dtype)
+    return Request(spec, dtype, inputs, {**node_attributes(node), **_declared_shapes(spec, model, node)},
+                   wanted, threads), expected
+
+
+def _declared_shapes(spec, model, node) -> dict:
+    """The static shapes the model declares for outputs the op cannot size from its inputs (Spec.declared_shapes)."""
+    declared = spec.declared_shapes()
+    shapes = {}
+    for index, out in enumerate(spec.outputs):
+        key = declared_shape_key(out.name)
+        if key not in declared or index >= len(node.output):
+            continue
+        for graph_output in model.graph.output:
+            dims = graph_output.type.tensor_type.shape.dim
+            if graph_output.name == node.output[index] and dims and all(d.HasField("dim_value") for d in dims):
+                shapes[key] = [d.dim_value for d in dims]
+    return shapes
 
 
 def run_dirs(catalog: Catalog, dirs: list[Path], backend_name: str, write_outputs: Path | None,

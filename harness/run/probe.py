@@ -18,14 +18,14 @@ even one it would run silently (e.g. on another provider).
 from __future__ import annotations
 
 from harness.core import dtypes
-from harness.backends.base import Backend, Request, Support
+from harness.backends.base import Backend, ForwardCall, Request, Support
 from harness.core.cases import TIERS, Case, expand
 from harness.spec.model import Spec
-from harness.core.tensors import input_shapes, make_inputs
+from harness.core.tensors import forward_call_parts, input_shapes, make_tensors
 
 LABELS = {"kernel": "kernel", "function_body": "function body", "cast+kernel": "cast > kernel",
           "cast+function_body": "cast > function body", "reference": "reference", "assumed": "runs (assumed)",
-          "declared": "declared",
+          "declared": "declared", "gradient_graph": "gradient graph",
           "not_registered": "not registered", "no_kernel": "no kernel", "unavailable": "unavailable",
           "error": "probe failed"}
 
@@ -47,17 +47,23 @@ def probe_request(spec: Spec, dtype: str) -> Request:
     """The representative case's inputs cast to `dtype` (also outside the spec's type constraints, to
     see what a backend does there); inputs of another type variable (e.g. int32 lengths) stay as drawn."""
     case = representative_case(spec)
-    inputs = make_inputs(case)
-    main_type = spec.inputs[0].type
+    inputs, forward_args = make_tensors(case)
+    main_type = spec.main_type
     values = [inputs.get(inp.name) for inp in spec.inputs]  # positional, in the spec's input order
     cast = [v if v is None or inp.type != main_type else v.astype(dtypes.NUMPY[dtype])
             for inp, v in zip(spec.inputs, values)]
     wanted = set(case.requested_outputs)
-    return Request(spec, dtype, cast, case.attributes, tuple(o.name in wanted for o in spec.outputs))
+    forward = None
+    if spec.forward is not None:
+        values, attributes, missing = forward_call_parts(case, inputs, forward_args)
+        values = {k: v if v is None or dtypes.name_of(v.dtype) != case.dtype else v.astype(dtypes.NUMPY[dtype])
+                  for k, v in values.items()}
+        forward = ForwardCall(values, attributes, missing)
+    return Request(spec, dtype, cast, case.attributes, tuple(o.name in wanted for o in spec.outputs), forward=forward)
 
 
 def in_contract(spec: Spec, dtype: str) -> bool:
-    return dtype in spec.type_constraints[spec.inputs[0].type].types
+    return dtype in spec.type_constraints[spec.main_type].types
 
 
 def capability(backend: Backend, spec: Spec, dtype: str) -> Support:
@@ -82,7 +88,7 @@ def _probe(backend: Backend, spec: Spec, dtype: str) -> Support:
         return Support("error", reason=f"{backend.name}.probe raised {type(e).__name__}: {e}")
     if support.status == "supported" and not in_contract(spec, dtype):
         # The backend runs it, but the spec does not allow the dtype: no case can be judged there.
-        note = f"{spec.op}'s spec allows {', '.join(spec.type_constraints[spec.inputs[0].type].types)}"
+        note = f"{spec.op}'s spec allows {', '.join(spec.type_constraints[spec.main_type].types)}"
         return Support("supported", support.how, f"{support.reason} (outside the contract: {note})")
     return support
 

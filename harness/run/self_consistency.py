@@ -108,7 +108,7 @@ def own_saved_state(prepared: Prepared, backend: Backend, tolerance: Tolerance, 
     named = {i.name: prepared.inputs.get(i.name) for i in producer.inputs}
     attributes = {k: v for k, v in case.attributes.items() if k in producer.attributes}
     request = dataclasses.replace(request_for(prepared, backend.threads), spec=producer, inputs=list(named.values()),
-                                  attributes=attributes, outputs=(True,) * len(producer.outputs))
+                                  attributes=attributes, outputs=(True,) * len(producer.outputs), forward=None)
     outcome = _run(backend, request)
     if not isinstance(outcome, Outputs):
         _not_run(result, where, outcome)

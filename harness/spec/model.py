@@ -77,7 +77,9 @@ class Output(Section):
     description: str = ""
     """what the output holds, e.g. `description: Gradient with respect to X.`"""
     grad_of: str | None = Field(None, description="the forward input this output is the gradient of")
-    shape_from: str | None = Field(None, description="the input whose shape this output has")
+    shape_from: str | None = Field(None, description="the input whose shape this output has; a forward input the op "
+                                   "does not take (MaxPoolGrad's X) means the model declares the output's shape: "
+                                   "backends and hooks get it as `<output>_shape` beside the attributes, never on the node")
 
 
 class Attribute(Section):
@@ -110,6 +112,10 @@ class ShapeRule(Section):
 class Forward(Section):
     op: str = Field(description="the forward op's name, e.g. Relu")
     domain: str = Field("", description="'' for ai.onnx, or com.microsoft")
+    opset: int | None = Field(None, ge=1, le=21, description="the version of the forward op's domain the spec "
+                              "differentiates (Softmax before 13 normalises 2-D coerced rows, from 13 one axis); "
+                              "default: the newest the oracle's model builder writes (ai.onnx 17, com.microsoft 1)",
+                              examples=[13])
     reference: Dotted
     inputs: list[Identifier] = Field(min_length=1)
     """the forward op's inputs, named as its reference's parameters, e.g. `inputs: [X, Scale, B]`"""
@@ -120,6 +126,10 @@ class Forward(Section):
         {}, description="attributes only the forward op takes (e.g. LayerNormalization's epsilon): group params "
         "may set them; they reach the forward reference and the gradient check, never the gradient node",
         examples=[{"epsilon": {"type": "float", "default": 1e-5}}])
+    draws: list[Identifier] = Field(
+        [], description="forward inputs that stand for the forward op's own random draw (Dropout's mask): the "
+        "forward reference takes them so that cases are deterministic, but the forward node does not; a backend "
+        "that runs the forward op itself (ort-autograd) cannot give it the case's draw", examples=[["mask"]])
     shapes: dict[Identifier, ShapeRule] = Field(
         {}, description="shape rules of the forward inputs the gradient op does not take (unless cases.shapes "
         "gives them)", examples=[{"X": {"shape_from": "dY"}}, {"B": {"shape_fn": "reference.shapes:last_axis"}}])
@@ -143,9 +153,9 @@ class Accuracy(Section):
 
 class Generator(Section):
     """How the values of one tensor are drawn (in float64, then rounded to the case dtype); integer and bool
-    tensors take literal `values` or one of the kinds mask, labels, indices."""
+    tensors take literal `values` or one of the kinds mask, labels, indices, shape_of."""
     kind: Literal["float"] = Field("float", description="float (the default) draws real numbers; see mask, labels, "
-                                   "indices for bool and integer tensors")
+                                   "indices, shape_of for bool and integer tensors")
     distribution: Literal["normal", "uniform"] = "normal"
     """normal or uniform, e.g. `distribution: uniform`"""
     mean: float = 0.0
@@ -161,8 +171,9 @@ class Generator(Section):
     values: list[Value] | None = Field(None, min_length=1, description="literal values, repeated to fill the tensor")
 
 
-# A bound an integer generator reads: an int, a case param's name, or `input:axis` (that input's dimension).
-Bound = Union[int, Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(:-?\d+)?$")]]
+# A bound an integer generator reads: an int, a case param's name, or `input:axis` (that input's dimension; the
+# input may be a forward input, the axis an int or the name of an attribute or case param, e.g. `X:axis`).
+Bound = Union[int, Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(:(-?\d+|[A-Za-z_]\w*))?$")]]
 
 
 class MaskGenerator(Section):
@@ -186,12 +197,20 @@ class IndicesGenerator(Section):
     """Indices into a dimension, in range and, on request, out of range (e.g. GatherGrad's indices)."""
     kind: Literal["indices"]
     """write indices, e.g. `{kind: indices, dim: \"X:0\", negative: true, out_of_range: 0.1}`"""
-    dim: Bound | None = Field(None, description="the size indexed: an int, a case param, or input:axis; valid "
-                              "indices are [0, dim), and [-dim, 0) too with negative", examples=["shape:0", "X:0"])
+    dim: Bound | None = Field(None, description="the size indexed: an int, a case param, or input:axis (an op or "
+                              "forward input; the axis an int, or an attribute or case param: `X:axis`); valid "
+                              "indices are [0, dim), and [-dim, 0) too with negative", examples=["shape:0", "X:axis"])
     range: tuple[int, int] | None = Field(None, description="[low, high): the valid indices, instead of dim",
                                           examples=[[0, 10]])
     negative: bool = Field(False, description="draw valid negative indices too ([-dim, 0))")
     out_of_range: float = Field(0.0, ge=0, le=1, description="share of elements outside the valid indices")
+
+
+class ShapeOfGenerator(Section):
+    """The shape of another tensor as integer values (e.g. GatherGrad's `shape` input: the forward data's shape)."""
+    kind: Literal["shape_of"]
+    """write shape_of, e.g. `{kind: shape_of, of: X}`; the input's own shape rule must give it rank(X) elements"""
+    of: Identifier = Field(description="the op input or forward input whose shape these values are", examples=["X"])
 
 
 def _generator_kind(value) -> str:
@@ -199,7 +218,8 @@ def _generator_kind(value) -> str:
 
 
 AnyGenerator = Annotated[Union[Annotated[Generator, Tag("float")], Annotated[MaskGenerator, Tag("mask")],
-                               Annotated[LabelsGenerator, Tag("labels")], Annotated[IndicesGenerator, Tag("indices")]],
+                               Annotated[LabelsGenerator, Tag("labels")], Annotated[IndicesGenerator, Tag("indices")],
+                               Annotated[ShapeOfGenerator, Tag("shape_of")]],
                          Discriminator(_generator_kind)]
 
 
@@ -341,7 +361,24 @@ class Spec(Section):
     def output(self, name: str) -> Output:
         return next(o for o in self.outputs if o.name == name)
 
+    @property
+    def main_type(self) -> str:
+        """The type variable the case dtype names: the first grad_output's (dY; GatherGrad's inputs start with
+        the int64 shape), else the first input's."""
+        return next((i for i in self.inputs if i.role == "grad_output"), self.inputs[0]).type
+
+    def declared_shapes(self) -> dict[str, str]:
+        """`<output>_shape` -> forward input, for outputs the op cannot size from its inputs (shape_from names a
+        forward input it does not take): the model declares their shape, as ORT's pool gradients require."""
+        taken = {i.name for i in self.inputs}
+        return {declared_shape_key(o.name): o.shape_from for o in self.outputs if o.shape_from and o.shape_from not in taken}
+
     def dtype_of(self, tensor: Input | Output, case_dtype: str) -> str:
         """The case dtype binds every type variable that allows it; others take their only type."""
         types = self.type_constraints[tensor.type].types
         return case_dtype if case_dtype in types else types[0]
+
+
+def declared_shape_key(output: str) -> str:
+    """The name under which an output's model-declared shape travels with the attributes (never written on the node)."""
+    return f"{output}_shape"

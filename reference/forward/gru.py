@@ -49,7 +49,7 @@ ACTIVATIONS = {
     "sigmoid": Activation(lambda x, a, b: sigmoid(x), lambda y, a, b: y * (1.0 - y), False, False, None, None),
     "affine": Activation(lambda x, a, b: a * x + b, lambda y, a, b: np.full_like(y, a), True, True, None, None),
     "leakyrelu": Activation(lambda x, a, b: np.where(x >= 0, x, a * x), _leaky_relu_slope, True, False, 0.01, None),
-    "thresholdedrelu": Activation(lambda x, a, b: np.where(x >= a, x, 0.0),
+    "thresholdedrelu": Activation(lambda x, a, b: np.where(x > a, x, 0.0),  # ONNX ThresholdedRelu: x > alpha
                                   lambda y, a, b: (y != 0).astype(np.float64), True, False, 1.0, None),
     "scaledtanh": Activation(lambda x, a, b: a * np.tanh(b * x),
                              lambda y, a, b: a * b * (1.0 - (y / a) ** 2) if a != 0 else np.zeros_like(y),
@@ -92,10 +92,12 @@ class GRUConfig(NamedTuple):
     valid: np.ndarray       # [S, B] bool: step t is computed for batch entry b
 
 
-def _bind_activations(activations, alphas, betas, directions):
-    names = ["Sigmoid", "Tanh"] * directions if activations is None else list(activations)
-    if len(names) != 2 * directions:
-        raise ValueError(f"activations has {len(names)} entries; {2 * directions} needed (f, g per direction)")
+def _bind_activations(activations, alphas, betas, directions, defaults=("Sigmoid", "Tanh"), roles="f, g"):
+    """One tuple of BoundActivations per direction, len(defaults) each (GRU: f, g; LSTM: f, g, h)."""
+    k = len(defaults)
+    names = list(defaults) * directions if activations is None else list(activations)
+    if len(names) != k * directions:
+        raise ValueError(f"activations has {len(names)} entries; {k * directions} needed ({roles} per direction)")
     alphas, betas = list(alphas or []), list(betas or [])
     bound = []
     for name in names:
@@ -116,7 +118,7 @@ def _bind_activations(activations, alphas, betas, directions):
                 raise ValueError(f"activation {name} needs an activation_{what} value (it has no ONNX default)")
         bound.append(BoundActivation(str(name), fn, *values))
     # Values left over are ignored, as onnxruntime's GRU does; ONNX does not forbid them.
-    return tuple((bound[2 * d], bound[2 * d + 1]) for d in range(directions))
+    return tuple(tuple(bound[k * d:k * (d + 1)]) for d in range(directions))
 
 
 def gru_shapes(seq, batch, input_size, hidden, directions=1):
@@ -133,6 +135,14 @@ def gru_check(shapes, attrs):
     `shapes` maps input names (X, W, R, and optionally B, sequence_lens, initial_h, HAll, ZRH,
     grad_HAll, grad_Ht) to shapes; an absent or None entry is an omitted input.
     """
+    return rnn_check(shapes, attrs, gru_shapes, flag="linear_before_reset", finals=("Ht",),
+                     bind=lambda d: _bind_activations(attrs.get("activations"), attrs.get("activation_alpha"),
+                                                      attrs.get("activation_beta"), d))
+
+
+def rnn_check(shapes, attrs, shapes_of, *, flag, finals, bind):
+    """The checks GRU and LSTM share: hidden_size, direction, the 0/1 attribute `flag`, clip, every input
+    shape against shapes_of(s, b, i, h, d) (outputs `finals` left out), then bind(d) for the activations."""
     def shape(name):
         value = shapes.get(name)
         return None if value is None else tuple(int(d) for d in value)
@@ -145,9 +155,8 @@ def gru_check(shapes, attrs):
     if direction not in DIRECTIONS:
         return f"direction={direction!r} is not one of {', '.join(DIRECTIONS)}"
     d = DIRECTIONS[direction]
-    lbr = attrs.get("linear_before_reset")
-    if lbr not in (None, 0, 1):
-        return f"linear_before_reset={lbr} must be 0 or 1"
+    if attrs.get(flag) not in (None, 0, 1):
+        return f"{flag}={attrs.get(flag)} must be 0 or 1"
     clip = attrs.get("clip")
     if clip is not None and not float(clip) > 0:
         return f"clip={clip} must be > 0"
@@ -155,8 +164,9 @@ def gru_check(shapes, attrs):
     if x is None or len(x) != 3:
         return f"X shape {x} must be [seq_length, batch_size, input_size]"
     s, b, i = x
-    expected = gru_shapes(s, b, i, h, d)
-    del expected["X"], expected["Ht"]
+    expected = shapes_of(s, b, i, h, d)
+    for name in ("X", *finals):
+        del expected[name]
     for name, want in expected.items():
         got = shape(name)
         if got is None and name in ("W", "R"):
@@ -164,7 +174,7 @@ def gru_check(shapes, attrs):
         if got is not None and got != want:
             return f"{name} shape {list(got)} != {list(want)} (direction={direction}, hidden_size={h}, X {list(x)})"
     try:
-        _bind_activations(attrs.get("activations"), attrs.get("activation_alpha"), attrs.get("activation_beta"), d)
+        bind(d)
     except ValueError as err:
         return str(err)
     return None
@@ -184,17 +194,21 @@ def gru_config(X, W, R, B, sequence_lens, initial_h, *, hidden_size, direction, 
         raise ValueError(problem)
     s, b, i = X.shape
     d = DIRECTIONS[direction]
-    if sequence_lens is None:
-        valid = np.ones((s, b), dtype=bool)
-    else:
-        lens = np.asarray(sequence_lens)
-        if not np.all(lens == np.round(lens)) or lens.min(initial=0) < 0 or lens.max(initial=0) > s:
-            raise ValueError(f"sequence_lens {lens.tolist()} must be integers in [0, seq_length={s}]")
-        valid = np.arange(s)[:, None] < lens.astype(np.int64)[None, :]
+    valid = valid_steps(sequence_lens, s, b)
     reverse = (False, True) if direction == "bidirectional" else (direction == "reverse",)
     acts = _bind_activations(activations, activation_alpha, activation_beta, d)
     return GRUConfig(s, b, i, int(hidden_size), d, reverse, acts, None if clip is None else float(clip),
                      int(linear_before_reset or 0), valid)
+
+
+def valid_steps(sequence_lens, s, b):
+    """[S, B] bool: step t is computed for batch entry b (all, when sequence_lens is omitted)."""
+    if sequence_lens is None:
+        return np.ones((s, b), dtype=bool)
+    lens = np.asarray(sequence_lens)
+    if not np.all(lens == np.round(lens)) or lens.min(initial=0) < 0 or lens.max(initial=0) > s:
+        raise ValueError(f"sequence_lens {lens.tolist()} must be integers in [0, seq_length={s}]")
+    return np.arange(s)[:, None] < lens.astype(np.int64)[None, :]
 
 
 def clip_pre(a, cfg):

@@ -14,8 +14,9 @@ from .omp_helpers import run_isolated
 REPO = Path(__file__).resolve().parents[2]
 ALL_OPS = ["ReluGrad", "SigmoidGrad", "TanhGrad", "QuickGeluGrad", "LeakyReluGrad", "GeluGrad", "FastGeluGrad",
            "BiasGeluGrad_dX", "BiasFastGeluGrad_dX", "SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
-           "LogSoftmaxGrad_13", "ConvGrad", "GRUTraining", "GRUGrad", "LayerNormalizationGrad",
-           "SimplifiedLayerNormalizationGrad"]
+           "LogSoftmaxGrad_13", "ConvGrad", "GRUTraining", "GRUGrad", "LSTMTraining", "LSTMGrad", "LayerNormalizationGrad",
+           "SimplifiedLayerNormalizationGrad", "BatchNormalizationGrad", "MaxPoolGrad", "AveragePoolGrad", "DropoutGrad",
+           "SoftmaxCrossEntropyLossGrad", "GatherGrad", "GatherElementsGrad"]
 
 
 def test_op_list_and_info(lib):
@@ -25,6 +26,13 @@ def test_op_list_and_info(lib):
     assert info["optional_inputs"] == ["B", "sequence_lens", "initial_h", "grad_HAll", "grad_Ht"]
     assert info["outputs"] == ["dX", "dW", "dR", "dB", "dH0"]
     assert "hidden_size" in info["attributes"]
+    info = lib.op_info("LSTMGrad")
+    assert len(info["inputs"]) == 12 and info["inputs"][6:9] == ["HAll", "CAll", "IOFC"]
+    assert info["optional_inputs"] == ["sequence_lens", "initial_h", "initial_c", "grad_HAll", "grad_Ht", "grad_Ct"]
+    assert info["outputs"] == ["dX", "dW", "dR", "dB", "dH0", "dC0", "dP"]
+    assert "clip" in info["attributes"] and "input_forget" in info["attributes"] and "dB_shape" in info["attributes"]
+    assert lib.op_info("LSTMTraining")["outputs"] == ["HAll", "Ht", "Ct", "CAll", "IOFC"]
+    assert lib.supported_dtypes("LSTMGrad") == ["float32", "float64"]
     assert lib.op_info("NoSuchOp") is None
     assert lib.supported_dtypes("SoftmaxGrad_13") == ["float32", "float64", "float16", "bfloat16"]
     assert lib.supported_dtypes("ConvGrad") == ["float32", "float64", "float16"]
@@ -48,6 +56,13 @@ def test_infer_shapes(lib):
     g = lib.infer("GRUTraining", [np.zeros((5, 2, 3)), np.zeros((1, 12, 3)), np.zeros((1, 12, 4))],
                   {"hidden_size": 4})
     assert [s for _, s in g] == [(5, 1, 2, 4), (1, 2, 4), (5, 1, 2, 12)]
+    g = lib.infer("LSTMTraining", [np.zeros((5, 2, 3)), np.zeros((2, 16, 3)), np.zeros((2, 16, 4))],
+                  {"hidden_size": 4, "direction": "bidirectional"})
+    assert [s for _, s in g] == [(5, 2, 2, 4), (2, 2, 4), (2, 2, 4), (5, 2, 2, 4), (5, 2, 2, 16)]
+    z = np.zeros
+    g = lib.infer("LSTMGrad", [z((5, 2, 3)), z((1, 16, 3)), z((1, 16, 4)), None, None, None, z((5, 1, 2, 4)),
+                               z((5, 1, 2, 4)), z((5, 1, 2, 16))], {"hidden_size": 4})
+    assert [s for _, s in g] == [(5, 2, 3), (1, 16, 3), (1, 16, 4), (1, 32), (1, 2, 4), (1, 2, 4), (1, 12)]
 
 
 def test_unknown_op(lib):
@@ -129,6 +144,10 @@ RAW_CASES = {
     "null_in_strings": ("at = (L._Attr * 1)(); at[0].name = b'activations'; at[0].kind = 6; at[0].n = 2\n"
                         "at[0].strings = (ctypes.c_char_p * 2)(b'Sigmoid', None)\n"
                         "print(run(b'GRUTraining', good_in, 2, at, 1, good_out, 3))", "NULL string", 5),
+    "null_in_strings_lstm": ("at = (L._Attr * 1)(); at[0].name = b'activations'; at[0].kind = 6; at[0].n = 3\n"
+                             "at[0].strings = (ctypes.c_char_p * 3)(b'Sigmoid', b'Tanh', None)\n"
+                             "print(run(b'LSTMGrad', good_in, 2, at, 1, tensors(*[tensor(out_arr)] * 7), 7))", "NULL string", 5),
+    "lstm_wrong_n_outputs": ("print(run(b'LSTMTraining', good_in, 2, no_attr, 0, good_out, 3))", "exactly 5", 2),
     "duplicate_attr": ("at = (L._Attr * 2)(); at[0].name = at[1].name = b'alpha'; at[0].kind = at[1].kind = 2\n"
                        "print(run(b'QuickGeluGrad', good_in, 2, at, 2, good_out, 1))", "given twice", 4),
     "null_attrs_array": ("print(run(b'QuickGeluGrad', good_in, 2, None, 1, good_out, 1))", "bad attribute array", 2),

@@ -191,6 +191,123 @@ def test_empty_sequence_and_batch(lib, rng):
     assert not outs[1].any() and outs[0].shape == (3, 0, 3)
 
 
+# ---- directions, activations, sequence_lens ---------------------------------------------------
+
+def make_inputs(rng, S, nb, I, H, D, lens=None):
+    """GRU inputs in ONNX order (X, W, R, B, sequence_lens, initial_h), float64, D directions."""
+    return [rng.normal(size=(S, nb, I)), rng.normal(0, 0.6, (D, 3 * H, I)), rng.normal(0, 0.6, (D, 3 * H, H)),
+            rng.normal(0, 0.6, (D, 6 * H)), None if lens is None else np.array(lens, np.int32),
+            rng.normal(size=(D, nb, H))]
+
+
+def close(got, want, tol, what):
+    """Within tol relative to the largest magnitude of want (unbounded activations grow large)."""
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * (1.0 + np.abs(want).max(initial=0.0)), err_msg=what)
+
+
+FEATURES = [  # attributes besides hidden_size, sequence_lens (None: omitted), for S = 5, batch 4
+    ({"direction": "bidirectional"}, None),
+    ({"direction": "bidirectional", "linear_before_reset": 1}, [5, 3, 1, 0]),
+    ({"direction": "reverse"}, [5, 3, 1, 0]),
+    ({"direction": "reverse", "linear_before_reset": 1}, [0, 2, 5, 4]),
+    ({}, [5, 3, 1, 0]),
+    ({"linear_before_reset": 1, "clip": 0.9}, [2, 5, 0, 4]),
+    ({"activations": ["HardSigmoid", "Softsign"]}, None),
+    ({"activations": ["Relu", "Tanh"], "clip": 1.2, "linear_before_reset": 1}, None),
+    ({"activations": ["Affine", "ScaledTanh"], "activation_alpha": [0.3, 1.5], "activation_beta": [0.4, 0.8]},
+     [5, 3, 1, 0]),
+    ({"activations": ["LeakyRelu", "Elu"], "activation_alpha": [0.1], "clip": 1.0, "direction": "reverse"},
+     [5, 3, 1, 0]),
+    ({"activations": ["ThresholdedRelu", "Softplus"], "activation_alpha": [0.2], "clip": 1.0}, None),
+    ({"direction": "bidirectional", "activations": ["sigmoid", "tanh", "HARDSIGMOID", "relu"], "clip": 2.0,
+      "linear_before_reset": 1}, [1, 5, 0, 3]),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("extra,lens", FEATURES, ids=[f"{i}-{sorted(f[0].items())}-lens={f[1]}" for i, f in enumerate(FEATURES)])
+def test_features_match_reference(lib, rng, extra, lens, dtype):
+    """GRUTraining and GRUGrad against the float64 references (reference/forward/gru.py, reference/ops/gru_grad.py),
+    the saved state and the incoming gradients rounded to dtype for both."""
+    from reference.forward.gru import gru_training
+    from reference.ops.gru_grad import gru_grad
+
+    H = 4
+    D = 2 if extra.get("direction") == "bidirectional" else 1
+    ins = make_inputs(rng, 5, 4, 3, H, D, lens)
+    attrs = {"hidden_size": H, **extra}
+    rounded = [a if a is None or a.dtype == np.int32 else a.astype(dtype) for a in ins]
+    exact = [a if a is None or a.dtype == np.int32 else a.astype(np.float64) for a in rounded]
+    want = gru_training(*exact, **attrs)
+    got = lib.run("GRUTraining", rounded, attrs, threads=2)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for g, w, name in zip(got, want, ("HAll", "Ht", "ZRH")):
+        assert g.dtype == dtype and g.shape == w.shape, name
+        close(g, w, tol, name)
+    for b, n in enumerate(lens or []):  # rows past a length are exactly 0
+        assert not got[0][n:, :, b].any() and not got[2][n:, :, b].any()
+    saved = [a.astype(dtype) for a in (want[0], want[2], rng.normal(size=want[0].shape), rng.normal(size=want[1].shape))]
+    want_g = gru_grad(*exact, *(a.astype(np.float64) for a in saved), **attrs)
+    got_g = lib.run("GRUGrad", rounded + saved, attrs, threads=2)
+    for g, w, name in zip(got_g, want_g, ("dX", "dW", "dR", "dB", "dH0")):
+        assert g.dtype == dtype and g.shape == w.shape, name
+        close(g, w, 1e-11 if dtype == np.float64 else 2e-5, name)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("lbr", [0, 1])
+def test_sequence_lens_equal_truncated_runs(lib, rng, direction, lbr):
+    """ONNX semantics, checked without the reference: batch row b of length L gives what X[:L, b] run alone gives (a
+    reverse direction starting at step L - 1); its rows past L are 0 in HAll, ZRH and dX, and the weight gradients
+    are the sums over the rows' own runs."""
+    S, nb, H, lens = 6, 4, 5, [6, 4, 1, 0]
+    D = 2 if direction == "bidirectional" else 1
+    ins = make_inputs(rng, S, nb, 3, H, D, lens)
+    attrs = {"hidden_size": H, "direction": direction, "linear_before_reset": lbr}
+    hall, ht, zrh = lib.run("GRUTraining", ins, attrs, threads=2)
+    g_hall, g_ht = rng.normal(size=hall.shape), rng.normal(size=ht.shape)
+    dx, dw, dr, db, dh0 = lib.run("GRUGrad", ins + [hall, zrh, g_hall, g_ht], attrs, threads=2)
+    sums = [np.zeros_like(dw), np.zeros_like(dr), np.zeros_like(db)]
+    for b, n in enumerate(lens):
+        alone = [ins[0][:n, b:b + 1], ins[1], ins[2], ins[3], None, ins[5][:, b:b + 1]]
+        h1, t1, z1 = lib.run("GRUTraining", alone, attrs)
+        close(hall[:n, :, b:b + 1], h1, 1e-13, f"HAll row {b}")
+        close(zrh[:n, :, b:b + 1], z1, 1e-13, f"ZRH row {b}")
+        close(ht[:, b:b + 1], t1, 1e-13, f"Ht row {b}")
+        assert not hall[n:, :, b].any() and not zrh[n:, :, b].any()
+        g1 = lib.run("GRUGrad", alone + [h1, z1, g_hall[:n, :, b:b + 1], g_ht[:, b:b + 1]], attrs)
+        close(dx[:n, b:b + 1], g1[0], 1e-12, f"dX row {b}")
+        assert not dx[n:, b].any()
+        close(dh0[:, b:b + 1], g1[4], 1e-12, f"dH0 row {b}")
+        for acc, part in zip(sums, g1[1:4]):
+            acc += part
+    for got, acc, name in zip((dw, dr, db), sums, ("dW", "dR", "dB")):
+        close(got, acc, 1e-12, name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_thresholded_relu_zero_at_its_threshold(lib, dtype):
+    """ONNX ThresholdedRelu passes x only where x > alpha: a z pre-activation of exactly alpha gives 0."""
+    H = 2
+    B = np.zeros((1, 6 * H), dtype)
+    B[0, :H] = [0.5, 0.5 + 2.0 ** -20]  # Wbz: the z pre-activations (X, W, R, initial_h zero)
+    ins = [np.zeros((1, 1, 1), dtype), np.zeros((1, 3 * H, 1), dtype), np.zeros((1, 3 * H, H), dtype), B, None,
+           np.zeros((1, 1, H), dtype)]
+    _, _, zrh = lib.run("GRUTraining", ins, {"hidden_size": H, "activations": ["ThresholdedRelu", "Tanh"],
+                                             "activation_alpha": [0.5]})
+    assert zrh[0, 0, 0, :H].tolist() == [0.0, 0.5 + 2.0 ** -20]
+
+
+def test_grad_refuses_negative_alpha_leakyrelu(lib, rng):
+    """LeakyRelu with alpha < 0 is not invertible from its saved output: GRUTraining runs it, GRUGrad says why not."""
+    ins = make_inputs(rng, 3, 2, 3, 4, 1)
+    attrs = {"hidden_size": 4, "activations": ["LeakyRelu", "Tanh"], "activation_alpha": [-0.5]}
+    hall, _, zrh = lib.run("GRUTraining", ins, attrs)
+    with pytest.raises(lib.KernelError) as e:
+        lib.run("GRUGrad", ins + [hall, zrh, None, None], attrs)
+    assert e.value.status_name == "OPC_ERR_NOT_IMPLEMENTED" and "not invertible" in e.value.message, e.value
+
+
 # ---- invalid inputs ---------------------------------------------------------------------------
 
 def _base(rng):
@@ -199,10 +316,16 @@ def _base(rng):
 
 
 BAD = [
-    ("bidirectional", {"direction": "bidirectional"}, None, "NOT_IMPLEMENTED", "bidirectional"),
     ("direction_bad", {"direction": "sideways"}, None, "INVALID_ATTRIBUTE", "direction 'sideways'"),
-    ("activations_other", {"activations": ["Relu", "Tanh"]}, None, "NOT_IMPLEMENTED", "only [Sigmoid, Tanh]"),
-    ("activations_len", {"activations": ["Sigmoid"]}, None, "INVALID_ATTRIBUTE", "must list 2"),
+    ("activations_unknown", {"activations": ["Swish", "Tanh"]}, None, "INVALID_ATTRIBUTE",
+     "activation 'Swish' is not an ONNX RNN activation"),
+    ("activations_len", {"activations": ["Sigmoid"]}, None, "INVALID_ATTRIBUTE", "must list 2 functions per direction"),
+    ("activations_len_bidi", {"direction": "bidirectional", "activations": ["Sigmoid", "Tanh"]}, None,
+     "INVALID_ATTRIBUTE", "4 for 2 direction(s), got 2"),
+    ("affine_no_alpha", {"activations": ["Affine", "Tanh"]}, None, "INVALID_ATTRIBUTE",
+     "Affine needs an activation_alpha value"),
+    ("scaledtanh_no_beta", {"activations": ["Sigmoid", "ScaledTanh"], "activation_alpha": [1.0]}, None,
+     "INVALID_ATTRIBUTE", "ScaledTanh needs an activation_beta value"),
     ("hidden_missing", {"hidden_size": None}, None, "INVALID_ATTRIBUTE", "'hidden_size' is required"),
     ("hidden_zero", {"hidden_size": 0}, None, "INVALID_ATTRIBUTE", "hidden_size must be in"),
     ("hidden_mismatch", {"hidden_size": 5}, None, "INVALID_ARGUMENT", "input W must have shape [1, 15, 3]"),
@@ -210,14 +333,16 @@ BAD = [
     ("layout_1", {"layout": 1}, None, "NOT_IMPLEMENTED", "layout=1"),
     ("clip_zero", {"clip": 0.0}, None, "INVALID_ATTRIBUTE", "clip must be > 0"),
     ("unknown_attr", {"foo": 1}, None, "UNKNOWN_ATTRIBUTE", "unknown attribute 'foo'"),
-    ("seq_lens_short", {}, (4, np.array([3, 2], np.int32)), "NOT_IMPLEMENTED", "variable sequence lengths"),
+    ("seq_lens_negative", {}, (4, np.array([-1, 2], np.int32)), "INVALID_ARGUMENT", "sequence_lens[0] = -1 is outside"),
+    ("seq_lens_shape", {}, (4, np.array([3, 2, 1], np.int32)), "INVALID_ARGUMENT", "input sequence_lens must have shape [2]"),
     ("seq_lens_range", {}, (4, np.array([3, 9], np.int32)), "INVALID_ARGUMENT", "outside [0, seq_length=3]"),
     ("seq_lens_dtype", {}, (4, np.array([3, 3], np.int64)), "UNSUPPORTED_DTYPE", "sequence_lens must be int32"),
     ("x_rank2", {}, (0, np.zeros((3, 3), np.float32)), "INVALID_ARGUMENT", "X must have rank 3"),
     ("r_shape", {}, (2, np.zeros((1, 12, 5), np.float32)), "INVALID_ARGUMENT", "input R must have shape [1, 12, 4]"),
     ("b_shape", {}, (3, np.zeros((1, 12), np.float32)), "INVALID_ARGUMENT", "input B must have shape [1, 24]"),
     ("h0_shape", {}, (5, np.zeros((1, 3, 4), np.float32)), "INVALID_ARGUMENT", "input initial_h must have shape [1, 2, 4]"),
-    ("w_two_dirs", {}, (1, np.zeros((2, 12, 3), np.float32)), "NOT_IMPLEMENTED", "2 directions"),
+    ("w_two_dirs", {}, (1, np.zeros((2, 12, 3), np.float32)), "INVALID_ARGUMENT", "input W must have shape [1, 12, 3]"),
+    ("bidi_one_dir", {"direction": "bidirectional"}, None, "INVALID_ARGUMENT", "input W must have shape [2, 12, 3]"),
     ("dtype_mix", {}, (1, np.zeros((1, 12, 3), np.float64)), "UNSUPPORTED_DTYPE", "share one dtype"),
     ("missing_r", {}, (2, None), "INVALID_ARGUMENT", "required input 2 (R) is missing"),
 ]

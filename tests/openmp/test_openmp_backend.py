@@ -56,10 +56,10 @@ def test_wrong_shape_is_rejected(omp, catalog):
 
 def test_a_valid_feature_the_library_lacks_is_unsupported(omp, catalog):
     H, I = 2, 3
-    X, W, R = np.ones((2, 1, I), np.float32), np.ones((2, 3 * H, I), np.float32), np.ones((2, 3 * H, H), np.float32)
+    X, W, R = np.ones((2, 1, I), np.float32), np.ones((1, 3 * H, I), np.float32), np.ones((1, 3 * H, H), np.float32)
     outcome = omp.run(request(catalog, "GRUTraining", [X, W, R, None, None, None],
-                              {"hidden_size": H, "direction": "bidirectional"}))
-    assert isinstance(outcome, Unsupported) and "bidirectional" in outcome.reason
+                              {"hidden_size": H, "layout": 1}))
+    assert isinstance(outcome, Unsupported) and "layout=1" in outcome.reason
 
 
 def test_probe_follows_the_library_dtypes(omp, catalog):

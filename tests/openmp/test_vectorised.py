@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 CSRC = ROOT / "csrc"
-SOURCES = ["eltwise.c", "softmax.c"]
+SOURCES = ["eltwise.c", "softmax.c", "dropout.c", "sce_loss_grad.c"]
 # Bytes per vector of a level's main loops (GCC's epilogues use half; avx512 builds use zmm).
 FULL_WIDTH = {"baseline": 16, "avx2": 32, "avx512": 64}
 MARK = re.compile(r"/\* simd: (\d+)")

@@ -354,6 +354,17 @@ def test_alpha_beta_consumed_in_order_by_the_functions_that_take_them():
     np.testing.assert_array_equal(plain[0], ignored[0])
 
 
+def test_thresholded_relu_is_zero_at_its_threshold():
+    """ONNX ThresholdedRelu (and onnxruntime's RNN activation) pass x only where x > alpha: z of a unit whose
+    pre-activation is exactly alpha is 0, just above it is the pre-activation."""
+    H = 2
+    X, W, R, H0 = np.zeros((1, 1, 1)), np.zeros((1, 3 * H, 1)), np.zeros((1, 3 * H, H)), np.zeros((1, 1, H))
+    B = np.zeros((1, 6 * H))
+    B[0, :H] = [0.5, 0.5 + 2.0 ** -20]  # Wbz: the z pre-activations
+    _, _, ZRH = gru_training(X, W, R, B, None, H0, **attrs(H, activations=["ThresholdedRelu", "Tanh"], alpha=[0.5]))
+    assert ZRH[0, 0, 0, :H].tolist() == [0.0, 0.5 + 2.0 ** -20]
+
+
 def test_gru_training_rejects_bad_sequence_lens():
     X, W, R, B, H0 = make_case(1)
     with pytest.raises(ValueError, match="sequence_lens"):

@@ -1,0 +1,497 @@
+/* GatherGrad and GatherElementsGrad (com.microsoft): dY scattered back into a zero dX whose shape is
+ * the `shape` input's values (int64, or int32). float32 and float64; float16 and bfloat16 summed in
+ * float32 and rounded once. Indices int32 or int64, negatives in [-dim, -1] wrapped; every index is
+ * checked before it is used, and an index outside [-dim, dim) fails the call.
+ *
+ * Thread invariance with duplicate indices, without atomics:
+ * - GatherGrad: a serial counting pass lists, per row of the gathered axis, the indices that name it
+ *   in increasing order (CSR). The output rows [outer x dim] are split among threads; each row sums
+ *   its dY slices in that list's order in a row buffer and is stored once (non-temporal stores when dX
+ *   is large: embedding tables are mostly zero rows).
+ * - GatherElementsGrad: two elements of indices can only meet in dX when they differ in the axis
+ *   coordinate alone, so each index "column" (all coordinates but the axis) is walked along the axis in
+ *   order by one thread: dX's leading slabs (the dims before the axis) are split among threads and built
+ *   whole in cache when small, else dX is zeroed and the columns are split.
+ * Either way every dX element adds its terms in index order, at any thread count. */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "ops.h"
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+/* work units (elements written plus elements added) per thread: less is not worth waking a thread for */
+#define GG_GRAIN 262144
+/* dX beyond this many bytes is written with non-temporal stores (decided from shapes only) */
+#define GG_STREAM_BYTES ((int64_t)8 << 20)
+
+typedef struct {
+    int32_t dtype, idx_dtype;
+    int64_t outer, n, inner, m; /* dX [outer, n, inner]; dY [outer, m, inner]; m indices */
+} gg_plan;
+
+typedef struct {
+    int32_t dtype, idx_dtype, rank, axis;
+    int64_t n, x_total;               /* dX's axis length and element count */
+    int64_t A, m, B;                  /* indices as [A, m, B] around the axis */
+    int64_t idims[OPC_MAX_RANK];      /* indices' dims */
+    int64_t xdims[OPC_MAX_RANK];      /* dX's dims */
+    int64_t xstride[OPC_MAX_RANK];    /* dX's strides */
+    bool same_tail;                   /* indices' dims after the axis equal dX's: column offset = b */
+} ge_plan;
+
+/* ---- shared validation ---------------------------------------------------------------------- */
+
+/* Reads the shape input (1-D int64/int32, values >= 0, product within limits) into dims. */
+static int32_t read_shape(opc_call *c, int32_t which, int64_t *dims, int32_t *rank) {
+    const opc_tensor *t = c->in[which];
+    char a[200];
+    if (t->dtype != OPC_INT64 && t->dtype != OPC_INT32)
+        return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "shape has dtype %s; int64 or int32 needed", opc_dtype_name(t->dtype));
+    if (t->rank != 1)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape must be 1-D (the forward input's dims), got shape %s",
+                        opc_shape_str(t, a, sizeof a));
+    int64_t r = t->shape[0];
+    if (r < 1 || r > OPC_MAX_RANK)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape holds %lld dims; the forward input needs 1 to %d",
+                        (long long)r, OPC_MAX_RANK);
+    if (!t->data) return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape has no data: its values are dX's shape");
+    int64_t total = 1;
+    for (int64_t i = 0; i < r; i++) {
+        dims[i] = t->dtype == OPC_INT64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+        if (dims[i] < 0)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape holds a negative dim (%lld at position %lld)",
+                            (long long)dims[i], (long long)i);
+        if (!opc_mul_ok(total, dims[i], &total) || total > OPC_MAX_ELEMS)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape %s has too many elements",
+                            opc_dims_str(dims, (int32_t)r, a, sizeof a));
+    }
+    *rank = (int32_t)r;
+    return OPC_OK;
+}
+
+static int32_t read_axis(opc_call *c, int32_t rank, int32_t *axis) {
+    int64_t v;
+    int32_t s = opc_attr_int(c, "axis", 0, &v);
+    if (s) return s;
+    if (v < -(int64_t)rank || v >= rank)
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "axis %lld is not in the valid range [%d, %d] for rank %d",
+                        (long long)v, -(int)rank, (int)rank - 1, (int)rank);
+    *axis = (int32_t)(v < 0 ? v + rank : v);
+    return OPC_OK;
+}
+
+static int32_t check_types(opc_call *c, const opc_tensor *dy, const opc_tensor *idx) {
+    int32_t s = opc_check_supported_dtype(c, dy->dtype);
+    if (s) return s;
+    if (idx->dtype != OPC_INT64 && idx->dtype != OPC_INT32)
+        return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "indices has dtype %s; int64 or int32 needed",
+                        opc_dtype_name(idx->dtype));
+    return OPC_OK;
+}
+
+static inline int64_t index_at(const void *idx, int32_t dt, int64_t i) {
+    return dt == OPC_INT64 ? ((const int64_t *)idx)[i] : ((const int32_t *)idx)[i];
+}
+
+static int32_t bad_index(opc_call *c, const void *idx, int32_t dt, int64_t count, int64_t n) {
+    for (int64_t i = 0; i < count; i++) {
+        int64_t v = index_at(idx, dt, i);
+        if (v < -n || v >= n)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "indices holds %lld at position %lld, outside [%lld, %lld]",
+                            (long long)v, (long long)i, (long long)-n, (long long)n - 1);
+    }
+    return opc_fail(c, OPC_ERR_INTERNAL, "an index was out of range but none is on a second look");
+}
+
+/* ---- GatherGrad ----------------------------------------------------------------------------- */
+
+int32_t opc_prep_gather_grad(opc_call *c, void *plan_v, opc_shape *outs) {
+    gg_plan *p = plan_v;
+    int32_t s;
+    for (int32_t i = 0; i < 3; i++)
+        if ((s = opc_require(c, i))) return s;
+    const opc_tensor *idx = c->in[1], *dy = c->in[2];
+    if ((s = check_types(c, dy, idx))) return s;
+    int64_t dims[OPC_MAX_RANK];
+    int32_t r = 0, axis = 0;
+    if ((s = read_shape(c, 0, dims, &r)) || (s = read_axis(c, r, &axis))) return s;
+    /* dY must be Gather's output: dims[:axis] + indices.shape + dims[axis+1:] */
+    bool ok = dy->rank == r - 1 + idx->rank;
+    for (int32_t i = 0; ok && i < dy->rank; i++) {
+        int64_t want = i < axis ? dims[i] : i < axis + idx->rank ? idx->shape[i - axis] : dims[i - idx->rank + 1];
+        ok = dy->shape[i] == want;
+    }
+    if (!ok) {
+        char a[200], b[200], d[200];
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "dY has shape %s; Gather of shape %s by indices %s at axis %d gives another",
+                        opc_shape_str(dy, a, sizeof a), opc_dims_str(dims, r, b, sizeof b), opc_shape_str(idx, d, sizeof d),
+                        (int)axis);
+    }
+    p->dtype = dy->dtype;
+    p->idx_dtype = idx->dtype;
+    p->outer = p->inner = 1;
+    for (int32_t i = 0; i < axis; i++) p->outer *= dims[i];
+    for (int32_t i = axis + 1; i < r; i++) p->inner *= dims[i];
+    p->n = dims[axis];
+    p->m = opc_numel(idx);
+    outs[0].dtype = dy->dtype;
+    outs[0].rank = r;
+    for (int32_t i = 0; i < r; i++) outs[0].shape[i] = dims[i];
+    return OPC_OK;
+}
+
+/* row stores: plain or non-temporal (whole row built in cache first) */
+#define GG_STORE(SFX, T, AT, CVT, STREAMV, LOADV, VW)                                                  \
+    static inline void gg_store_##SFX(T *restrict dst, const AT *restrict acc, int64_t n, bool stream) { \
+        int64_t i = 0;                                                                                  \
+        if (stream && VW > 1) {                                                                         \
+            for (; i < n && ((uintptr_t)(dst + i) & 15); i++) dst[i] = CVT(acc[i]);                     \
+            for (; i + VW <= n; i += VW) STREAMV(dst + i, LOADV(acc + i));                              \
+        }                                                                                               \
+        for (; i < n; i++) dst[i] = CVT(acc[i]);                                                        \
+    }
+#define ID(v) (v)
+#if defined(__SSE2__)
+GG_STORE(f32, float, float, ID, _mm_stream_ps, _mm_loadu_ps, 4)
+GG_STORE(f64, double, double, ID, _mm_stream_pd, _mm_loadu_pd, 2)
+#define GG_FENCE() _mm_sfence()
+#else
+GG_STORE(f32, float, float, ID, (void), (void), 1)
+GG_STORE(f64, double, double, ID, (void), (void), 1)
+#define GG_FENCE()
+#endif
+static inline void gg_store_f16(uint16_t *restrict d, const float *restrict a, int64_t n, bool stream) {
+    (void)stream;
+    for (int64_t i = 0; i < n; i++) d[i] = opc_f32_to_f16(a[i]);
+}
+static inline void gg_store_bf16(uint16_t *restrict d, const float *restrict a, int64_t n, bool stream) {
+    (void)stream;
+    for (int64_t i = 0; i < n; i++) d[i] = opc_f32_to_bf16(a[i]);
+}
+
+/* Output rows [lo, hi) of [outer * n]: row (o, r) = sum over the listed indices j of dY[o, j, :]. */
+#define GG_ROWS(SFX, T, AT, LD)                                                                         \
+    static void gg_rows_##SFX(const T *restrict dy, T *restrict dx, const int64_t *restrict start,      \
+                              const int64_t *restrict list, const gg_plan *p, AT *restrict acc,         \
+                              int64_t lo, int64_t hi, bool stream) {                                    \
+        const int64_t inner = p->inner;                                                                 \
+        for (int64_t q = lo; q < hi; q++) {                                                             \
+            const int64_t o = q / p->n, r = q % p->n;                                                   \
+            for (int64_t k = 0; k < inner; k++) acc[k] = 0;                                             \
+            for (int64_t e = start[r]; e < start[r + 1]; e++) {                                         \
+                const T *restrict g = dy + (o * p->m + list[e]) * inner;                                \
+                for (int64_t k = 0; k < inner; k++) acc[k] += LD(g, k);                                 \
+            }                                                                                           \
+            gg_store_##SFX(dx + q * inner, acc, inner, stream);                                         \
+        }                                                                                               \
+    }
+#define LD_ID(g, k) (g)[k]
+#define LD_F16(g, k) opc_f16_to_f32((g)[k])
+#define LD_BF16(g, k) opc_bf16_to_f32((g)[k])
+GG_ROWS(f32, float, float, LD_ID)
+GG_ROWS(f64, double, double, LD_ID)
+GG_ROWS(f16, uint16_t, float, LD_F16)
+GG_ROWS(bf16, uint16_t, float, LD_BF16)
+
+int32_t opc_exec_gather_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
+    const gg_plan *p = plan_v;
+    if (!outs[0].data) return OPC_OK;
+    const void *idx = c->in[1]->data, *dy = c->in[2]->data;
+    void *dx = outs[0].data;
+    /* counting pass: start[r]..start[r+1] lists the positions j naming row r, increasing; checks every index */
+    int64_t *start = calloc((size_t)p->n + 2, sizeof(int64_t));
+    int64_t *list = malloc((size_t)(p->m > 0 ? p->m : 1) * sizeof(int64_t));
+    if (!start || !list) {
+        free(start), free(list);
+        return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "no memory for the index lists (%lld rows, %lld indices)",
+                        (long long)p->n, (long long)p->m);
+    }
+    const int64_t n = p->n;
+    bool bad = false;
+    for (int64_t j = 0; j < p->m; j++) {
+        int64_t v = index_at(idx, p->idx_dtype, j);
+        v += v < 0 ? n : 0;
+        if ((uint64_t)v >= (uint64_t)n) {
+            bad = true;
+            break;
+        }
+        start[v + 2]++;
+    }
+    if (bad) {
+        free(start), free(list);
+        return bad_index(c, idx, p->idx_dtype, p->m, n);
+    }
+    for (int64_t r = 0; r < n; r++) start[r + 2] += start[r + 1];
+    for (int64_t j = 0; j < p->m; j++) { /* start[r + 1] is the fill cursor of row r; it ends at row r + 1's start */
+        int64_t v = index_at(idx, p->idx_dtype, j);
+        v += v < 0 ? n : 0;
+        list[start[v + 1]++] = j;
+    }
+    const int64_t rows = p->outer * n;
+    const size_t esize = opc_dtype_size(p->dtype), asize = p->dtype == OPC_DOUBLE ? sizeof(double) : sizeof(float);
+    const bool stream = rows * p->inner * (int64_t)esize >= GG_STREAM_BYTES;
+    int64_t work = rows * p->inner + p->outer * p->m * p->inner;
+    int64_t want = work / opc_grain(GG_GRAIN) + 1;
+    if (want > rows) want = rows;
+    int nt = (int)(want < c->threads ? want : c->threads);
+    if (nt < 1) nt = 1;
+    int failed = 0;
+    if (rows > 0 && p->inner > 0) {
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : failed)
+        {
+            int64_t lo, hi;
+            opc_split(rows, omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);
+            void *acc = lo < hi ? malloc((size_t)p->inner * asize) : NULL;
+            if (lo < hi && !acc) {
+                failed = 1;
+            } else if (lo < hi) {
+                switch (p->dtype) {
+                case OPC_FLOAT: gg_rows_f32(dy, dx, start, list, p, acc, lo, hi, stream); break;
+                case OPC_DOUBLE: gg_rows_f64(dy, dx, start, list, p, acc, lo, hi, stream); break;
+                case OPC_FLOAT16: gg_rows_f16(dy, dx, start, list, p, acc, lo, hi, stream); break;
+                case OPC_BFLOAT16: gg_rows_bf16(dy, dx, start, list, p, acc, lo, hi, stream); break;
+                default: break;
+                }
+                if (stream) GG_FENCE();
+            }
+            free(acc);
+        }
+    }
+    free(start), free(list);
+    if (failed) return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "no memory for a row buffer of %lld elements", (long long)p->inner);
+    return OPC_OK;
+}
+
+/* ---- GatherElementsGrad --------------------------------------------------------------------- */
+
+int32_t opc_prep_gather_elements_grad(opc_call *c, void *plan_v, opc_shape *outs) {
+    ge_plan *p = plan_v;
+    int32_t s;
+    for (int32_t i = 0; i < 3; i++)
+        if ((s = opc_require(c, i))) return s;
+    const opc_tensor *dy = c->in[0], *idx = c->in[2];
+    if ((s = check_types(c, dy, idx))) return s;
+    int64_t dims[OPC_MAX_RANK];
+    int32_t r = 0, axis = 0;
+    if ((s = read_shape(c, 1, dims, &r)) || (s = read_axis(c, r, &axis))) return s;
+    char a[200], b[200];
+    if (idx->rank != r)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "indices has rank %d; the forward input (shape %s) has rank %d",
+                        (int)idx->rank, opc_dims_str(dims, r, a, sizeof a), (int)r);
+    if (!opc_same_shape(dy, idx))
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "dY shape %s differs from indices shape %s",
+                        opc_shape_str(dy, a, sizeof a), opc_shape_str(idx, b, sizeof b));
+    for (int32_t d = 0; d < r; d++)
+        if (d != axis && idx->shape[d] > dims[d])
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "indices dim %d is %lld, larger than the forward input's %lld (shape %s)",
+                            (int)d, (long long)idx->shape[d], (long long)dims[d], opc_dims_str(dims, r, a, sizeof a));
+    p->dtype = dy->dtype;
+    p->idx_dtype = idx->dtype;
+    p->rank = r;
+    p->axis = axis;
+    p->n = dims[axis];
+    p->A = p->B = 1;
+    p->same_tail = true;
+    int64_t stride = 1;
+    for (int32_t d = r - 1; d >= 0; d--) {
+        p->xstride[d] = stride;
+        stride *= dims[d];
+        p->idims[d] = idx->shape[d];
+        p->xdims[d] = dims[d];
+        if (d < axis) p->A *= idx->shape[d];
+        if (d > axis) p->B *= idx->shape[d], p->same_tail = p->same_tail && idx->shape[d] == dims[d];
+    }
+    p->x_total = stride;
+    p->m = idx->shape[axis];
+    outs[0].dtype = dy->dtype;
+    outs[0].rank = r;
+    for (int32_t i = 0; i < r; i++) outs[0].shape[i] = dims[i];
+    return OPC_OK;
+}
+
+/* dX offset of the leading (before-axis) coordinates of flat index a of indices' leading dims */
+static int64_t ge_lead_offset(const ge_plan *p, int64_t a) {
+    int64_t off = 0;
+    for (int32_t d = p->axis - 1; d >= 0; d--) {
+        off += (a % p->idims[d]) * p->xstride[d];
+        a /= p->idims[d];
+    }
+    return off;
+}
+
+/* One leading index a of indices, columns [b0, b1): walks the axis in order, adding dY into base (dX at a's
+ * leading offset, or a slab buffer). Returns 1 when an index is out of range (it is skipped, never used). */
+#define GE_SCATTER(SFX, T, AT, LD, IT)                                                                  \
+    static int ge_scatter_##SFX(const T *restrict dy, const IT *restrict ix, AT *restrict base,         \
+                                const int64_t *restrict tail, const ge_plan *p, int64_t a, int64_t b0,  \
+                                int64_t b1) {                                                           \
+        int bad = 0;                                                                                    \
+        const int64_t B = p->B, n = p->n, xs = p->xstride[p->axis];                                     \
+        if (B == 1) { /* the last axis: one element per step along it */                               \
+            const IT *restrict ip = ix + a * p->m;                                                      \
+            const T *restrict g = dy + a * p->m;                                                        \
+            for (int64_t j = 0; j < p->m; j++) {                                                        \
+                int64_t v = ip[j];                                                                      \
+                v += v < 0 ? n : 0;                                                                     \
+                if ((uint64_t)v >= (uint64_t)n) {                                                       \
+                    bad = 1;                                                                            \
+                    continue;                                                                           \
+                }                                                                                       \
+                base[v * xs] += LD(g, j);                                                               \
+            }                                                                                           \
+            return bad;                                                                                 \
+        }                                                                                               \
+        for (int64_t j = 0; j < p->m; j++) {                                                            \
+            const IT *restrict ip = ix + (a * p->m + j) * B;                                            \
+            const T *restrict g = dy + (a * p->m + j) * B;                                              \
+            for (int64_t b = b0; b < b1; b++) {                                                         \
+                int64_t v = ip[b];                                                                      \
+                v += v < 0 ? n : 0;                                                                     \
+                if ((uint64_t)v >= (uint64_t)n) {                                                       \
+                    bad = 1;                                                                            \
+                    continue;                                                                           \
+                }                                                                                       \
+                base[v * xs + (tail ? tail[b] : b)] += LD(g, b);                                        \
+            }                                                                                           \
+        }                                                                                               \
+        return bad;                                                                                     \
+    }
+GE_SCATTER(f32_i64, float, float, LD_ID, int64_t)
+GE_SCATTER(f32_i32, float, float, LD_ID, int32_t)
+GE_SCATTER(f64_i64, double, double, LD_ID, int64_t)
+GE_SCATTER(f64_i32, double, double, LD_ID, int32_t)
+GE_SCATTER(f16_i64, uint16_t, float, LD_F16, int64_t)
+GE_SCATTER(f16_i32, uint16_t, float, LD_F16, int32_t)
+
+static int ge_scatter(const ge_plan *p, const void *dy, const void *ix, void *base, const int64_t *tail, int64_t a,
+                      int64_t b0, int64_t b1) {
+    const bool i64 = p->idx_dtype == OPC_INT64;
+    switch (p->dtype) {
+    case OPC_FLOAT:
+        return i64 ? ge_scatter_f32_i64(dy, ix, base, tail, p, a, b0, b1) : ge_scatter_f32_i32(dy, ix, base, tail, p, a, b0, b1);
+    case OPC_DOUBLE:
+        return i64 ? ge_scatter_f64_i64(dy, ix, base, tail, p, a, b0, b1) : ge_scatter_f64_i32(dy, ix, base, tail, p, a, b0, b1);
+    case OPC_FLOAT16:
+        return i64 ? ge_scatter_f16_i64(dy, ix, base, tail, p, a, b0, b1) : ge_scatter_f16_i32(dy, ix, base, tail, p, a, b0, b1);
+    default: return 0;
+    }
+}
+
+/* The indices' leading index a whose columns land in dX's leading slab s, or -1 when indices (smaller than dX
+ * before the axis) have none there. */
+static int64_t ge_slab_to_a(const ge_plan *p, int64_t s) {
+    int64_t a = 0, scale = 1;
+    for (int32_t d = p->axis - 1; d >= 0; d--) {
+        int64_t coord = s % p->xdims[d];
+        s /= p->xdims[d];
+        if (coord >= p->idims[d]) return -1;
+        a += coord * scale;
+        scale *= p->idims[d];
+    }
+    return a;
+}
+
+static void ge_store(const ge_plan *p, void *dst, const void *buf, int64_t n, bool stream) {
+    switch (p->dtype) {
+    case OPC_FLOAT: gg_store_f32(dst, buf, n, stream); break;
+    case OPC_DOUBLE: gg_store_f64(dst, buf, n, stream); break;
+    case OPC_FLOAT16: gg_store_f16(dst, buf, n, stream); break;
+    default: break;
+    }
+}
+
+/* dX's leading slabs (one value of the dims before the axis: n * stride(axis) elements) at most this many bytes
+ * are built whole in a thread's buffer, in cache, and stored once; larger ones (axis 0 of a big X) are zeroed in
+ * place, and the index columns split among threads instead. Either way every element sums in index order. */
+#define GE_SLAB_BYTES ((int64_t)256 << 10)
+
+int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
+    const ge_plan *p = plan_v;
+    if (!outs[0].data) return OPC_OK;
+    const void *dy = c->in[0]->data, *ix = c->in[2]->data;
+    void *dx = outs[0].data;
+    const int64_t cols = p->A * p->B, total = p->x_total, slab = p->n * p->xstride[p->axis];
+    const int64_t slabs = slab > 0 ? total / slab : 0;
+    const size_t esize = opc_dtype_size(p->dtype), asize = p->dtype == OPC_DOUBLE ? sizeof(double) : sizeof(float);
+    const bool wide = p->dtype == OPC_FLOAT16; /* summed in float32, rounded once */
+    const bool by_slab = wide || slab * (int64_t)asize <= GE_SLAB_BYTES;
+    const bool stream = total * (int64_t)esize >= GG_STREAM_BYTES;
+    int64_t *tail = !p->same_tail && p->B > 0 ? malloc((size_t)p->B * sizeof(int64_t)) : NULL;
+    if (!p->same_tail && p->B > 0 && !tail) return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "no memory for the column offsets");
+    if (tail) /* dX offset of each trailing (after-axis) coordinate of indices */
+        for (int64_t b = 0; b < p->B; b++) {
+            int64_t off = 0, rest = b;
+            for (int32_t d = p->rank - 1; d > p->axis; d--) {
+                off += (rest % p->idims[d]) * p->xstride[d];
+                rest /= p->idims[d];
+            }
+            tail[b] = off;
+        }
+    /* column mode: all columns of indices cover dX's (then their dims are equal, so same_tail too), and
+     * the index columns walked together, `tile` at a time, keep their [n, tile] block of dX in cache */
+    const int64_t xs = p->xstride[p->axis];
+    const bool covers = p->n > 0 && cols == total / p->n;
+    int64_t tile = p->n > 0 ? (GE_SLAB_BYTES / (p->n * (int64_t)esize)) & ~(int64_t)15 : 16;
+    if (tile < 16) tile = 16;
+    int64_t work = total + 2 * cols * p->m;
+    int64_t want = work / opc_grain(GG_GRAIN) + 1, most = by_slab ? slabs : (cols > total ? cols : total);
+    if (want > most) want = most;
+    int nt = (int)(want < c->threads ? want : c->threads);
+    if (nt < 1) nt = 1;
+    int bad = 0;
+    if (by_slab && slabs == 0) { /* dX is empty: indices name an empty axis, or there are none */
+        bad = cols * p->m > 0;
+    } else if (by_slab) {
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : bad)
+        {
+            int64_t lo, hi;
+            opc_split(slabs, omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);
+            /* a slab goes through a buffer when it is summed wider than it is stored, or streamed out */
+            const bool in_place = !wide && !stream;
+            void *buf = lo < hi && !in_place ? malloc((size_t)slab * asize) : NULL;
+            if (lo < hi && !in_place && !buf) {
+                bad = 2;
+            } else {
+                for (int64_t s = lo; s < hi; s++) {
+                    void *out = (char *)dx + s * slab * (int64_t)esize, *sums = in_place ? out : buf;
+                    memset(sums, 0, (size_t)slab * asize);
+                    int64_t a = ge_slab_to_a(p, s);
+                    if (a >= 0) bad |= ge_scatter(p, dy, ix, sums, tail, a, 0, p->B);
+                    if (!in_place) ge_store(p, out, buf, slab, stream);
+                }
+                if (stream) GG_FENCE();
+            }
+            free(buf);
+        }
+    } else {
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : bad)
+        {
+            const int th = omp_get_thread_num(), nth = omp_get_num_threads();
+            int64_t lo, hi;
+            if (!covers) { /* dX columns no index reaches stay zero: zero everything first */
+                opc_split(total, nth, th, 16, &lo, &hi);
+                if (hi > lo) memset((char *)dx + lo * (int64_t)esize, 0, (size_t)(hi - lo) * esize);
+#pragma omp barrier
+            }
+            opc_split(cols, nth, th, 16, &lo, &hi);
+            for (int64_t a = lo / (p->B > 0 ? p->B : 1); lo < hi && a * p->B < hi; a++) {
+                const int64_t b0 = a * p->B < lo ? lo - a * p->B : 0, b1 = (a + 1) * p->B > hi ? hi - a * p->B : p->B;
+                char *base = (char *)dx + ge_lead_offset(p, a) * (int64_t)esize;
+                for (int64_t t0 = b0; t0 < b1; t0 += tile) { /* the tile's [n, tile] block of dX stays in cache */
+                    const int64_t t1 = t0 + tile < b1 ? t0 + tile : b1;
+                    if (covers) /* every dX column is an index column (same dims): zero the tile's block here */
+                        for (int64_t v = 0; v < p->n; v++)
+                            memset(base + (v * xs + t0) * (int64_t)esize, 0, (size_t)(t1 - t0) * esize);
+                    bad |= ge_scatter(p, dy, ix, base, tail, a, t0, t1);
+                }
+            }
+        }
+    }
+    free(tail);
+    if (bad & 2) return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "no memory for a slab buffer of %lld elements", (long long)slab);
+    if (bad) return bad_index(c, ix, p->idx_dtype, cols * p->m, p->n);
+    return OPC_OK;
+}

@@ -1,0 +1,181 @@
+"""The `ort-autograd` backend: the gradient a training graph really computes.
+
+onnxruntime-training users never call GeluGrad; they write the forward model, and ORT's gradient
+builder inserts the gradient nodes with the attributes it derives. For a case, this backend builds
+the spec's forward op (its `forward:` section, at its opset, with the attributes the case writes),
+asks onnxruntime-training's GradientGraphBuilder to start from the forward outputs the case gives an
+incoming gradient for (fed as `<Y>_grad`, the builder's own names) and return the gradients of the
+forward inputs the spec's outputs are gradients of, and runs that graph on CPU in an isolated worker. The outputs are judged
+against the same reference as every backend; the gradient nodes the builder inserted come back with
+them (Outputs.nodes), so a report shows which kernel the training graph really runs.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from harness.backends import onnx_model
+from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
+from harness.backends.ort import OrtBackend, classify_error
+from harness.backends.worker import HandlerError
+from harness.core import dtypes
+
+LOSS = "opconform_loss"
+DEFAULT_OPSETS = {"": 17, "com.microsoft": 1}
+
+
+@dataclass(frozen=True)
+class GradientGraph:
+    """The forward model with its loss, and what to ask the builder and the session."""
+    model: bytes
+    feeds: dict[str, np.ndarray]
+    wrt: list[str]  # forward inputs to differentiate (the builder's x node args)
+    starts: dict[str, tuple[int, list[int]]]  # forward outputs given a gradient: (ONNX type, shape) of <Y>_grad
+    fetches: list[str]  # their gradients, in the order of the spec outputs requested
+    fetch_dtypes: list[str]
+
+
+def build(request: Request) -> GradientGraph | Unsupported:
+    """The forward model of a request, or why this case cannot run as a training graph."""
+    spec, call = request.spec, request.forward
+    if call is None or spec.forward is None:
+        return Unsupported(f"{spec.op} has no forward op in its spec: nothing for a gradient builder to differentiate")
+    if call.missing:
+        return Unsupported(call.missing)
+    forward = spec.forward
+    if forward.draws:
+        return Unsupported(f"{forward.op} draws its own {', '.join(forward.draws)} (forward.draws): the case's "
+                           f"{', '.join(forward.draws)} cannot be given to it, and the gradient depends on it")
+    values = {name: call.inputs.get(name) for name in forward.inputs}
+    if any(v is not None and dtypes.name_of(v.dtype) == "bfloat16" for v in values.values()):
+        return Unsupported("bfloat16 cannot cross onnxruntime's Python API, and Cast nodes around the forward op "
+                           "would put their own gradients into the graph under test")
+    wrt, fetches, fetch_dtypes = [], [], []
+    for out, wanted in zip(spec.outputs, request.outputs):
+        if not wanted:
+            continue
+        if out.grad_of is None:
+            return Unsupported(f"output {out.name} is not the gradient of a forward input (no grad_of)")
+        if values.get(out.grad_of) is None:
+            return Unsupported(f"{out.name} is the gradient of {forward.op}'s {out.grad_of}, which this case omits: "
+                               "a training graph has no gradient for an absent input")
+        wrt.append(out.grad_of)
+        fetches.append(f"{out.grad_of}_grad")
+        fetch_dtypes.append(spec.dtype_of(out, request.dtype))
+
+    graph_inputs, feeds, node_inputs = [], {}, []
+    for name, value in values.items():
+        node_inputs.append("" if value is None else name)
+        if value is not None:
+            graph_inputs.append(_value_info(name, value))
+            feeds[name] = value
+    while node_inputs and node_inputs[-1] == "":
+        node_inputs.pop()
+    attributes = {name: onnx_model._attribute_value(_attribute_type(spec, name), value)
+                  for name, value in call.attributes.items()}
+    nodes = [helper.make_node(forward.op, node_inputs, list(forward.outputs), name="forward",
+                              domain=forward.domain, **attributes)]
+
+    # The incoming gradients enter as `<Y>_grad`, the names the builder gives the gradients of the forward
+    # outputs it starts from, so the graph under test holds the forward node and its gradient nodes
+    # only. The builder also wants a loss: a float32 sum of the first of them, never differentiated.
+    seeds = {}
+    for inp, value in zip(spec.inputs, request.inputs):
+        if inp.role == "grad_output" and value is not None:
+            seeds[inp.grad_of] = value
+            feeds[f"{inp.grad_of}_grad"] = value
+    if not seeds:
+        return Unsupported("the case gives no incoming gradient: nothing flows back into the forward op")
+    nodes.append(helper.make_node("ReduceSum", [next(iter(seeds))], [LOSS + "_sum"], keepdims=0))
+    nodes.append(helper.make_node("Cast", [LOSS + "_sum"], [LOSS], to=TensorProto.FLOAT))
+    graph = helper.make_graph(nodes, f"{spec.op}_training", graph_inputs,
+                              [helper.make_tensor_value_info(LOSS, TensorProto.FLOAT, [])])
+    opsets = dict(DEFAULT_OPSETS)
+    if forward.opset is not None:
+        opsets[forward.domain] = forward.opset
+    model = helper.make_model(graph, ir_version=onnx_model.IR_VERSION, producer_name="opconform",
+                              opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
+    starts = {y: (dtypes.ONNX[dtypes.name_of(v.dtype)], list(v.shape)) for y, v in seeds.items()}
+    return GradientGraph(model.SerializeToString(), feeds, wrt, starts, fetches, fetch_dtypes)
+
+
+def _value_info(name: str, value: np.ndarray):
+    return helper.make_tensor_value_info(name, dtypes.ONNX[dtypes.name_of(value.dtype)], list(value.shape))
+
+
+def _attribute_type(spec, name: str) -> str | None:
+    attribute = spec.attributes.get(name) or spec.forward.own_attributes.get(name)
+    return attribute.type if attribute else None
+
+
+def classify_build_error(message: str) -> Rejected | Unsupported:
+    """The builder's refusals: no gradient for the op or the type is a capability gap; anything else
+    (an attribute the forward op rejects, shapes that do not infer) is a rejection of the inputs."""
+    message = _short(" ".join(message.split()))
+    if any(gap in message for gap in ("gradient builder has not been registered", "Type Error",
+                                      "Could not find an implementation", "is not a registered function/op")):
+        return Unsupported(f"ORT's gradient builder: {message}")
+    return Rejected(f"gradient builder: {message}")
+
+
+def _short(message: str) -> str:
+    """ORT's message without the C++ signature of the function that checked it."""
+    match = re.match(r"/onnxruntime_src/(\S+?:\d+) .*? (?:was false\.|\[ONNXRuntimeError\] : \d+ : \w+ :) (.*)", message)
+    return f"{match.group(2)} ({match.group(1).rsplit('/', 1)[-1]})" if match else message
+
+
+class OrtAutogradBackend(OrtBackend):
+    HANDLER = "harness.backends.ort_autograd_session:handle"
+
+    def __post_init__(self):
+        self.name = "ort-autograd"
+        # The gradient nodes it runs are `ort`'s kernels: their declared divergences hold here too; what
+        # only the training graph gets wrong is declared for ort-autograd itself.
+        self.divergences_from = "ort"
+        self.inherited_must_reproduce = False
+
+    def availability(self) -> str | None:
+        reason = super().availability()
+        if reason is None and not self.info().get("builder"):
+            return "this onnxruntime-training has no GradientGraphBuilder"
+        return reason
+
+    def run(self, request: Request):
+        graph = build(request)
+        if isinstance(graph, Unsupported):
+            return graph
+        try:
+            reply = self.worker.call({"call": "run", "model": graph.model, "feeds": graph.feeds, "wrt": graph.wrt,
+                                      "starts": graph.starts,
+                                      "fetches": graph.fetches, "threads": self.threads, "provider": self.provider},
+                                     timeout=min(self.timeout, request.timeout or self.timeout))
+        except HandlerError as e:
+            return _classify(e)
+        if isinstance(reply, (Crashed, TimedOut)):
+            return reply
+        fetched = iter(a.astype(dtypes.NUMPY[d], copy=False) for a, d in zip(reply["outputs"], graph.fetch_dtypes))
+        return Outputs([next(fetched) if wanted else None for wanted in request.outputs], tuple(reply["nodes"]))
+
+    def time(self, request: Request, budget: dict):
+        return Unsupported("ort-autograd is not benchmarked: its gradient nodes are the kernels `ort` times")
+
+    def probe(self, request: Request) -> Support:
+        """Supported when the builder differentiates the forward op in this dtype and the graph runs (the
+        evidence: the gradient nodes it inserted); no_kernel with the reason when it cannot."""
+        outcome = self.run(request)
+        if isinstance(outcome, Outputs):
+            return Support("supported", "gradient_graph", " ; ".join(outcome.nodes))
+        if isinstance(outcome, Unsupported):
+            structural = request.forward is None or request.spec.forward is None
+            return Support("not_registered" if structural else "no_kernel", reason=outcome.reason)
+        return Support("error", reason=f"the probe case did not run: {outcome}")
+
+
+def _classify(e: HandlerError) -> Rejected | Unsupported:
+    if e.cls == "OrtError":
+        phase, cls, message = e.message.split("|", 2)
+        return classify_build_error(message) if phase == "build" else classify_error(phase, cls, message)
+    return classify_error("run", e.cls, e.message)

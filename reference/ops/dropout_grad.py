@@ -1,0 +1,37 @@
+"""DropoutGrad (com.microsoft): the VJP of reference.forward.dropout:dropout in its data input.
+
+The forward op is linear in data for a given mask, so its gradient is the same map applied to dy:
+dx = mask * dy / (1 - ratio) in training mode with ratio > 0, else dx = dy. A dropped element's
+forward output is the constant 0, so its dx is exactly 0 even where dy is inf or NaN.
+"""
+import numpy as np
+
+from reference.forward.dropout import kept, ratio_value, training
+
+
+def dropout_grad(dy, mask, ratio=None, training_mode=None):
+    """Return dx in float64."""
+    dy = np.asarray(dy, dtype=np.float64)
+    r, train = ratio_value(ratio), training(training_mode)
+    keep = kept(mask, dy.shape)
+    if not train or r == 0.0:
+        return dy.copy()
+    return np.where(keep, dy / (1.0 - r), 0.0)
+
+
+def dropout_grad_mask_at_ratio_zero(dy, mask, ratio=None, training_mode=None):
+    """A plausible wrong semantics: the mask applied even at ratio 0 (dx = mask * dy)."""
+    dy = np.asarray(dy, dtype=np.float64)
+    r, train = ratio_value(ratio), training(training_mode)
+    if not train:
+        return dy.copy()
+    return np.where(kept(mask, dy.shape), dy / (1.0 - r), 0.0)
+
+
+def dropout_grad_ignoring_training_mode(dy, mask, ratio=None, training_mode=None):
+    """A plausible wrong semantics: training_mode ignored, the mask always applied (but not at ratio 0)."""
+    dy = np.asarray(dy, dtype=np.float64)
+    r = ratio_value(ratio)
+    if r == 0.0:
+        return dy.copy()
+    return np.where(kept(mask, dy.shape), dy / (1.0 - r), 0.0)

@@ -1,0 +1,128 @@
+"""GatherGrad and GatherElementsGrad (com.microsoft): the forward op's gradient scattered back into a
+zero tensor of the forward input's shape, which the `shape` input holds as values. Several indices
+naming one position add up (float64, in index order)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from reference.forward.gather import as_indices, element_grid
+
+
+def _dims(shape) -> tuple[int, ...]:
+    return tuple(int(d) for d in np.asarray(shape).ravel())
+
+
+def gather_grad(shape, indices, dY, *, axis=0):
+    """dX = zeros(shape); dX[..., indices[j], ...] += dY[..., j, ...] along axis."""
+    dims = _dims(shape)
+    axis = axis % len(dims)
+    outer, n, inner = math.prod(dims[:axis]), dims[axis], math.prod(dims[axis + 1:])
+    idx = as_indices(indices, n).ravel()
+    dx = np.zeros((outer, n, inner))
+    np.add.at(dx, (slice(None), idx, slice(None)), np.asarray(dY, np.float64).reshape(outer, idx.size, inner))
+    return dx.reshape(dims)
+
+
+def gather_elements_grad(dY, shape, indices, *, axis=0):
+    """dX = zeros(shape); dX[p with p[axis] = indices[p]] += dY[p]."""
+    dims = _dims(shape)
+    axis = axis % len(dims)
+    dx = np.zeros(dims)
+    np.add.at(dx, element_grid(indices, axis, dims[axis]), np.asarray(dY, np.float64))
+    return dx
+
+
+def _shape_problem(shape, axis) -> tuple[str | None, tuple[int, ...], int]:
+    if shape.ndim != 1:
+        return f"shape must be 1-D (the forward input's dims), got shape {list(shape.shape)}", (), 0
+    dims = _dims(shape)
+    if not dims:
+        return "shape is empty: the forward input needs rank >= 1", (), 0
+    if min(dims) < 0:
+        return f"shape holds a negative dim: {list(dims)}", dims, 0
+    if not -len(dims) <= axis < len(dims):
+        return f"axis {axis} is outside [{-len(dims)}, {len(dims) - 1}] for a rank-{len(dims)} forward input", dims, 0
+    return None, dims, axis % len(dims)
+
+
+def _index_problem(indices, dim: int) -> str | None:
+    idx = np.asarray(indices)
+    bad = (idx < -dim) | (idx >= dim)
+    if bad.any():
+        return f"indices holds {int(idx[bad].ravel()[0])}, outside [{-dim}, {dim - 1}] for dim {dim} of the forward input"
+    return None
+
+
+def gather_grad_check(inputs, attributes) -> str | None:
+    """valid_values: shape is the forward input's dims, dY Gather's output shape, every index in range."""
+    shape, indices, dy = inputs["shape"], inputs["indices"], inputs["dY"]
+    problem, dims, axis = _shape_problem(shape, attributes["axis"])
+    if problem:
+        return problem
+    want = (*dims[:axis], *indices.shape, *dims[axis + 1:])
+    if tuple(dy.shape) != want:
+        return f"dY has shape {list(dy.shape)}; Gather of shape {list(dims)} by indices {list(indices.shape)} at axis {axis} gives {list(want)}"
+    return _index_problem(indices, dims[axis])
+
+
+def gather_elements_grad_check(inputs, attributes) -> str | None:
+    """valid_values: shape is the forward input's dims, indices of its rank and no larger off the axis,
+    dY of indices' shape, every index in range."""
+    shape, indices, dy = inputs["shape"], inputs["indices"], inputs["dY"]
+    problem, dims, axis = _shape_problem(shape, attributes["axis"])
+    if problem:
+        return problem
+    if indices.ndim != len(dims):
+        return f"indices has rank {indices.ndim}; the forward input has rank {len(dims)}"
+    if tuple(dy.shape) != tuple(indices.shape):
+        return f"dY has shape {list(dy.shape)}; GatherElements' output has indices' shape {list(indices.shape)}"
+    over = [d for d in range(len(dims)) if d != axis and indices.shape[d] > dims[d]]
+    if over:
+        return (f"indices dim {over[0]} is {indices.shape[over[0]]}, larger than the forward input's {dims[over[0]]} "
+                f"(only the axis may differ)")
+    return _index_problem(indices, dims[axis])
+
+
+def gather_case_shapes(params):
+    """{X, indices, shape, dY} from case params {data: X's shape, idx: indices' shape, axis?, dY?}; dY is
+    Gather's output shape unless given (invalid cases)."""
+    data, idx = tuple(params["data"]), tuple(params["idx"])
+    if params.get("dY") is not None:
+        dy = tuple(params["dY"])
+    else:
+        axis = params.get("axis", 0) % len(data)
+        dy = (*data[:axis], *idx, *data[axis + 1:])
+    return {"X": data, "indices": idx, "shape": (len(data),), "dY": dy}
+
+
+def gather_elements_case_shapes(params):
+    """{X, indices, shape, dY} from case params {data: X's shape, idx: indices' shape}; dY is indices' shape."""
+    data, idx = tuple(params["data"]), tuple(params["idx"])
+    return {"X": data, "indices": idx, "shape": (len(data),), "dY": idx}
+
+
+def _most_repeated(indices, dim: int) -> int:
+    """The most times one index value occurs: the longest sum one element of dX receives (per outer slice)."""
+    idx = as_indices(indices, dim).ravel()
+    return int(np.bincount(idx, minlength=1).max()) if idx.size else 1
+
+
+def gather_grad_reduction_length(shape, indices, dY, *, axis=0):
+    dims = _dims(shape)
+    return max(1, _most_repeated(indices, dims[axis % len(dims)]))
+
+
+def gather_grad_magnitude(shape, indices, dY, *, axis=0):
+    return gather_grad(shape, indices, np.abs(dY), axis=axis)
+
+
+def gather_elements_grad_reduction_length(dY, shape, indices, *, axis=0):
+    """Upper bound: the most times one index value occurs anywhere (a sum never has more terms)."""
+    dims = _dims(shape)
+    return max(1, _most_repeated(indices, dims[axis % len(dims)]))
+
+
+def gather_elements_grad_magnitude(dY, shape, indices, *, axis=0):
+    return gather_elements_grad(np.abs(dY), shape, indices, axis=axis)

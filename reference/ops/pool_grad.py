@@ -1,0 +1,108 @@
+"""MaxPoolGrad and AveragePoolGrad (ai.onnx domain, onnxruntime-training) in float64, with their spec hooks.
+
+Neither op can derive dX's shape from its inputs (MaxPoolGrad takes only dY and Indices; a pooled dY
+fits several input sizes): the model declares it as the output's static shape, and the harness passes
+it here as `dX_shape` (specs: `outputs[dX].shape_from: X`, a forward input the op does not take).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from reference.forward.pool import average_pool_divisors, output_shape, pool_geometry, pool_problem, windows
+
+POOL_ATTRIBUTES = ("kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad")
+
+
+def max_pool_grad(dY, Indices, *, dX_shape):
+    """dX = zeros(dX_shape); dX.flat[Indices[i]] += dY[i]: windows sharing an argmax add up."""
+    dx = np.zeros(math.prod(dX_shape), dtype=np.float64)
+    np.add.at(dx, np.asarray(Indices, dtype=np.int64).ravel(), np.asarray(dY, dtype=np.float64).ravel())
+    return dx.reshape(tuple(dX_shape))
+
+
+def average_pool_grad(dY, *, kernel_shape, strides, auto_pad, pads, count_include_pad, ceil_mode, dX_shape):
+    """Each dY element spread evenly over its window's input elements, divided as the forward divides."""
+    x_shape = tuple(int(d) for d in dX_shape)
+    attrs = dict(kernel_shape=kernel_shape, strides=strides, pads=pads, ceil_mode=ceil_mode, auto_pad=auto_pad)
+    geom = pool_geometry(x_shape[2:], **attrs)
+    flat, inside, _ = windows(x_shape[2:], geom)
+    divisors = average_pool_divisors(x_shape[2:], geom, count_include_pad)
+    planes = x_shape[0] * x_shape[1]
+    share = np.asarray(dY, dtype=np.float64).reshape(planes, divisors.size) / divisors.reshape(1, -1)  # [planes, out]
+    k = flat.shape[-1]
+    flat, inside = flat.reshape(-1, k), inside.reshape(-1, k)
+    dx = np.zeros((planes, math.prod(x_shape[2:])), dtype=np.float64)
+    for j in range(k):  # one kernel position at a time: np.add.at sums the windows that overlap there
+        rows = inside[:, j]
+        np.add.at(dx, (slice(None), flat[rows, j]), share[:, rows])
+    return dx.reshape(x_shape)
+
+
+# ---- hooks ---------------------------------------------------------------------------------------
+
+def _pool_attrs(params: dict, names=POOL_ATTRIBUTES) -> dict:
+    defaults = {"ceil_mode": 0, "auto_pad": "NOTSET"}
+    return {n: params.get(n, defaults.get(n)) for n in names}
+
+
+def max_pool_case_shapes(params):
+    """{X, dY}: X from the `shape` param, dY the MaxPool output shape (an invalid one: X's shape)."""
+    x = tuple(int(d) for d in params["shape"])
+    try:
+        return {"X": x, "dY": output_shape(x, **_pool_attrs(params))}
+    except Exception:  # an invalid pooling: the group's own shapes or the attribute check reports it
+        return {"X": x, "dY": x}
+
+
+def average_pool_case_shapes(params):
+    x = tuple(int(d) for d in params["shape"])
+    try:
+        return {"X": x, "dY": output_shape(x, **_pool_attrs(params, AVERAGE_POOL_ATTRIBUTES))}
+    except Exception:
+        return {"X": x, "dY": x}
+
+
+AVERAGE_POOL_ATTRIBUTES = ("kernel_shape", "strides", "pads", "ceil_mode", "auto_pad")
+
+
+def max_pool_grad_check(shapes, attrs):
+    """dY must hold one entry per element of a pooled dX: rank 3 to 5 and the same batch as dX."""
+    dy, x = shapes.get("dY"), attrs.get("dX_shape")
+    if dy is None or x is None:
+        return None
+    if not 3 <= len(dy) <= 5 or len(x) != len(dy):
+        return f"dY has rank {len(dy)} and dX {list(x)} rank {len(x)}; MaxPool outputs have rank 3 to 5, like their input"
+    if tuple(dy[:2]) != tuple(x[:2]):
+        return f"dY's batch and channels {list(dy[:2])} differ from dX's {list(x[:2])}"
+    return None
+
+
+def max_pool_indices_check(inputs, attrs):
+    """Every index must address an element of dX: [0, prod(dX_shape))."""
+    idx, x = inputs.get("Indices"), attrs.get("dX_shape")
+    if idx is None or x is None or idx.size == 0:
+        return None
+    size = math.prod(x)
+    bad = (idx < 0) | (idx >= size)
+    if bad.any():
+        return f"Indices holds {int(idx[bad].ravel()[0])}, outside [0, {size}) for dX {list(x)}"
+    return None
+
+
+def average_pool_grad_check(shapes, attrs):
+    """The attributes must make a valid AveragePool of a dX-shaped input whose output has dY's shape."""
+    dy, x = shapes.get("dY"), attrs.get("dX_shape")
+    if dy is None or x is None:
+        return None
+    x = tuple(x)
+    if not 3 <= len(x) <= 5:
+        return f"dX {list(x)} has rank {len(x)}; AveragePool takes rank 3 to 5 (N, C and 1 to 3 spatial dims)"
+    pool = {n: attrs.get(n) for n in AVERAGE_POOL_ATTRIBUTES}
+    if problem := pool_problem(x[2:], **pool):
+        return problem
+    want = output_shape(x, **pool)
+    if tuple(dy) != want:
+        return f"dY shape {list(dy)} != AveragePool output shape {list(want)} for dX {list(x)}"
+    return None
