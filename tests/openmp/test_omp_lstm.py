@@ -11,7 +11,11 @@ from reference.ops.lstm_grad import lstm_grad
 
 from .omp_helpers import run_isolated
 
-torch = pytest.importorskip("torch")
+try:  # the independent float64 LSTM below is written in torch (optional extra `.[torch]`; CI installs it)
+    import torch
+except ImportError:
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="torch (the optional extra `.[torch]`) is not installed")
 
 # ---- a float64 LSTM in torch, independent of the C code and of reference/ ------------------------
 
@@ -162,6 +166,7 @@ FEATURES = [  # attributes besides hidden_size, sequence_lens (None: omitted), p
 FEATURE_IDS = [f"{i}-{sorted(f[0].items())}-lens={f[1]}-peep={f[2]}" for i, f in enumerate(FEATURES)]
 
 
+@needs_torch
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("extra,lens,peep", FEATURES, ids=FEATURE_IDS)
 def test_forward_features(lib, rng, extra, lens, peep, dtype):
@@ -189,6 +194,7 @@ def test_forward_features(lib, rng, extra, lens, peep, dtype):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("extra,lens,peep", [f for f in FEATURES if "clip" not in f[0]],
                          ids=[i for i, f in zip(FEATURE_IDS, FEATURES) if "clip" not in f[0]])
+@needs_torch
 def test_backward_features(lib, rng, extra, lens, peep, dtype):
     """LSTMGrad against torch autograd of lstm_torch at P = 0 and reference.ops.lstm_grad. The saved state is the
     float64 forward (with B, without P) rounded to dtype; every incoming gradient given."""
@@ -215,6 +221,7 @@ def test_backward_features(lib, rng, extra, lens, peep, dtype):
         assert not got[6][:, 2 * H:].any()
 
 
+@needs_torch
 def test_torch_nn_lstm(lib, rng):
     """The default configuration is torch.nn.LSTM (gate order i, f, g, o there; one bias per product), forward
     and backward."""
@@ -250,6 +257,7 @@ def test_torch_nn_lstm(lib, rng):
     close(db[0, 4 * H:], want[6][inv], 1e-12, "dRb")
 
 
+@needs_torch
 def test_backward_vs_finite_differences(lib, rng):
     """lstm_torch's autograd is checked once against central differences of the C forward itself."""
     H = 3
@@ -362,6 +370,7 @@ def test_output_subsets_and_threads_bitwise(lib, rng, case, dtype):
                 assert part[k] is None
 
 
+@needs_torch
 def test_own_saved_state_roundtrip(lib, rng):
     """LSTMGrad fed by the library's own LSTMTraining equals LSTMGrad fed by the float64 reference forward."""
     ins = make_inputs(rng, 5, 3, 4, 5, 1, peep=False)
@@ -391,6 +400,7 @@ def test_peepholes_absent_is_not_zero_times_state(lib):
     assert np.isnan(iofc[0, 0, 0, :H]).all()  # Pi * C = 0 * inf
 
 
+@needs_torch
 def test_empty_sequence_batch_and_input(lib, rng):
     for dtype in (np.float32, np.float64):
         ins = cast(make_inputs(rng, 0, 2, 3, 4, 1), dtype)
@@ -585,6 +595,7 @@ def test_huge_dimensions_rejected_without_touching_data(name):
     assert frag in msg, msg
 
 
+@needs_torch
 def test_large_hidden_valid_runs(lib, rng):
     """A valid call at an odd large hidden size (several column blocks, the last short) and batch 1."""
     S, nb, I, H = 3, 1, 2, 1031

@@ -9,7 +9,6 @@ Mutated references (IOFC in another gate order, a one-step shift in the saved ce
 """
 import numpy as np
 import pytest
-import torch
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
@@ -68,6 +67,7 @@ def make_case(seed, S=4, Bn=3, I=2, H=5, D=1, scale=0.6, peepholes=True):
 
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_forward_matches_torch_lstm(bidirectional):
+    torch = pytest.importorskip("torch", reason="torch is the optional extra `.[torch]`")
     S, Bn, I, H = 6, 3, 4, 5
     D = 2 if bidirectional else 1
     torch.manual_seed(7)
