@@ -3,7 +3,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.ort import OrtBackend
+from harness.core.cases import expand
 from harness.core.spec_loader import load_catalog
+from harness.run.engine import judge, prepare
+from harness.run.self_consistency import follow_ups
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs"
@@ -12,6 +16,28 @@ SPECS = REPO / "specs"
 @pytest.fixture(scope="session")
 def catalog():
     return load_catalog(SPECS)
+
+
+@pytest.fixture(scope="module")
+def ort():
+    """The ort backend (one worker per test module), skipped where onnxruntime-training is unavailable."""
+    backend = OrtBackend()
+    if reason := backend.availability():
+        pytest.skip(reason)
+    yield backend
+    backend.close()
+
+
+def cases_of(catalog, op, tier="ci"):
+    return expand(catalog.by_op(op), tier)
+
+
+def run_on(backend, catalog, case):
+    """A case judged on one backend as a run judges it: the first result, then its self-consistency follow-ups."""
+    prepared = prepare(case)
+    tolerance = catalog.tolerance(case.spec, case.dtype)
+    first = judge(prepared, backend, tolerance)
+    return [first, *follow_ups(prepared, backend, first, tolerance, catalog)]
 
 
 @pytest.fixture

@@ -5,26 +5,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 
+from conftest import cases_of, run_on
 from harness.backends.base import Backend, Outputs, TimedOut
 from harness.backends.ort import OrtBackend
 from harness.backends.reference import ReferenceBackend
 from harness.core.cases import expand
 from harness.run.engine import judge, prepare, request_for
-from harness.run.self_consistency import OUTPUT_SUBSET, follow_ups
+from harness.run.self_consistency import OUTPUT_SUBSET
 from harness.core.spec_loader import load_catalog
 from reference.ops.conv_grad import conv_grad
 from reference.shapes import conv_resolved_pads
-
-
-def cases_of(catalog, op, tier="ci"):
-    return expand(catalog.by_op(op), tier)
-
-
-def run_on(backend, catalog, case):
-    prepared = prepare(case)
-    tolerance = catalog.tolerance(case.spec, case.dtype)
-    first = judge(prepared, backend, tolerance)
-    return [first, *follow_ups(prepared, backend, first, tolerance, catalog)]
 
 
 def test_ci_tier_has_the_cases_the_issue_asks_for(catalog):
@@ -189,15 +179,6 @@ def test_a_hang_within_the_group_timeout_is_reported_as_a_declared_hang(catalog)
 
 
 # --- onnxruntime-training, when installed: the evidence behind the auto_pad divergence -------------------------
-
-@pytest.fixture(scope="module")
-def ort():
-    backend = OrtBackend()
-    if reason := backend.availability():
-        pytest.skip(reason)
-    yield backend
-    backend.close()
-
 
 def test_ort_computes_same_padding_as_no_padding(ort, catalog):
     case = next(c for c in cases_of(catalog, "ConvGrad") if c.group.name == "auto_pad"

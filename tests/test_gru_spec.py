@@ -6,25 +6,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from conftest import cases_of, run_on
 from harness.backends.base import Backend, Outputs
-from harness.backends.ort import OrtBackend
 from harness.backends.reference import ReferenceBackend
-from harness.core.cases import expand
-from harness.run.engine import judge, prepare
-from harness.run.self_consistency import OUTPUT_SUBSET, OWN_SAVED_STATE, follow_ups
+from harness.run.self_consistency import OUTPUT_SUBSET, OWN_SAVED_STATE
 from harness.core.tensors import make_tensors
 from reference.forward.gru import gru_training
-
-
-def cases_of(catalog, op, tier="ci"):
-    return expand(catalog.by_op(op), tier)
-
-
-def run_on(backend, catalog, case):
-    prepared = prepare(case)
-    tolerance = catalog.tolerance(case.spec, case.dtype)
-    first = judge(prepared, backend, tolerance)
-    return [first, *follow_ups(prepared, backend, first, tolerance, catalog)]
 
 
 def test_ci_tier_has_the_cases_the_issue_asks_for(catalog):
@@ -140,15 +127,6 @@ def test_the_check_passes_on_the_backend_own_state_not_only_on_the_reference_sta
 
 
 # --- onnxruntime-training, when installed ------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def ort():
-    backend = OrtBackend()
-    if reason := backend.availability():
-        pytest.skip(reason)
-    yield backend
-    backend.close()
-
 
 def test_ort_gru_pair_agrees_on_its_saved_state(ort, catalog):
     case = next(c for c in cases_of(catalog, "GRUGrad") if c.group.name == "shapes" and c.params["hidden_size"] == 33)

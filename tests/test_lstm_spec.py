@@ -7,27 +7,15 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from conftest import cases_of, run_on
 from harness.backends.base import Backend, Outputs
-from harness.backends.ort import OrtBackend
 from harness.backends.reference import ReferenceBackend
-from harness.core.cases import expand
 from harness.core.gradcheck import gradient_check
 from harness.core.tensors import make_tensors
-from harness.run.engine import judge, prepare
-from harness.run.self_consistency import OUTPUT_SUBSET, OWN_SAVED_STATE, follow_ups
+from harness.run.engine import prepare
+from harness.run.self_consistency import OUTPUT_SUBSET, OWN_SAVED_STATE
 from reference.forward.lstm import lstm_training
 from reference.ops.lstm_grad import lstm_grad
-
-
-def cases_of(catalog, op, tier="ci"):
-    return expand(catalog.by_op(op), tier)
-
-
-def run_on(backend, catalog, case):
-    prepared = prepare(case)
-    tolerance = catalog.tolerance(case.spec, case.dtype)
-    first = judge(prepared, backend, tolerance)
-    return [first, *follow_ups(prepared, backend, first, tolerance, catalog)]
 
 
 def test_ci_tier_has_the_cases_the_issue_asks_for(catalog):
@@ -142,15 +130,6 @@ def test_a_saved_state_in_the_wrong_gate_order_fails_the_own_saved_state_check(c
 
 
 # --- onnxruntime-training, when installed ------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def ort():
-    backend = OrtBackend()
-    if reason := backend.availability():
-        pytest.skip(reason)
-    yield backend
-    backend.close()
-
 
 def test_ort_lstm_pair_agrees_on_its_saved_state(ort, catalog):
     case = next(c for c in cases_of(catalog, "LSTMGrad") if c.group.name == "shapes" and c.params["hidden_size"] == 33)

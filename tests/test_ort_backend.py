@@ -4,20 +4,10 @@ import importlib.metadata
 import ml_dtypes
 import numpy as np
 import onnx
-import pytest
 
 from harness.backends.base import Outputs, Rejected, Request, Unsupported
 from harness.backends.onnx_model import IR_VERSION, build
 from harness.backends.ort import OrtBackend, classify_error
-
-
-@pytest.fixture(scope="module")
-def ort():
-    backend = OrtBackend()
-    if reason := backend.availability():
-        pytest.skip(reason)
-    yield backend
-    backend.close()
 
 
 def relu_request(catalog, dtype, x=None, dy=None, **kw):

@@ -9,21 +9,11 @@ import pytest
 from harness import backends as registry
 from harness.run import probe
 from harness.backends.base import Backend, Support
-from harness.backends.ort import OrtBackend
 from harness.backends.ort_probe import classify_error, classify_run
 from harness.backends.reference import ReferenceBackend
 from harness.core.cases import expand
 from harness.cli import main
 from harness.run.engine import judge, prepare
-
-
-@pytest.fixture(scope="module")
-def ort():
-    backend = OrtBackend()
-    if reason := backend.availability():
-        pytest.skip(reason)
-    yield backend
-    backend.close()
 
 
 @pytest.mark.parametrize("op, dtype, status, how, evidence", [

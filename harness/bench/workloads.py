@@ -163,14 +163,14 @@ CONV = (
 
 # ---- GRU ----------------------------------------------------------------------------------------
 
-def _gru_inputs(rng, seq, batch, size, hidden):
+def _rnn_inputs(rng, gates, states, seq, batch, size, hidden):
+    """X, W, R, B of a one-direction RNN with `gates` gates (GRU 3, LSTM 4), then `states` initial states."""
     scale = 1.0 / math.sqrt(hidden)
     X = _normal(rng, seq, batch, size)
-    W = (_normal(rng, 1, 3 * hidden, size) * scale).astype(np.float32)
-    R = (_normal(rng, 1, 3 * hidden, hidden) * scale).astype(np.float32)
-    B = (_normal(rng, 1, 6 * hidden) * scale).astype(np.float32)
-    H0 = _normal(rng, 1, batch, hidden)
-    return X, W, R, B, H0
+    W = (_normal(rng, 1, gates * hidden, size) * scale).astype(np.float32)
+    R = (_normal(rng, 1, gates * hidden, hidden) * scale).astype(np.float32)
+    B = (_normal(rng, 1, 2 * gates * hidden) * scale).astype(np.float32)
+    return (X, W, R, B, *[_normal(rng, 1, batch, hidden) for _ in range(states)])
 
 
 def _torch_gru(inputs, seq, batch, size, hidden):
@@ -189,7 +189,7 @@ def _gru(op: str, size: str, seq: int, batch: int, isize: int, hidden: int) -> W
     forward_flops = 2 * seq * batch * 3 * hidden * (isize + hidden)
 
     def make(rng):
-        X, W, R, B, H0 = _gru_inputs(rng, seq, batch, isize, hidden)
+        X, W, R, B, H0 = _rnn_inputs(rng, 3, 1, seq, batch, isize, hidden)
         if op == "GRUTraining":
             return [X, W, R, B, None, H0]
         HAll, _, ZRH = gru_training(X, W, R, B, None, H0, hidden_size=hidden, linear_before_reset=1)
@@ -216,15 +216,6 @@ GRU = (("small", 8, 4, 64, 64), ("medium", 32, 16, 128, 128), ("large", 64, 32, 
 
 # ---- LSTM ---------------------------------------------------------------------------------------
 
-def _lstm_inputs(rng, seq, batch, size, hidden):
-    scale = 1.0 / math.sqrt(hidden)
-    X = _normal(rng, seq, batch, size)
-    W = (_normal(rng, 1, 4 * hidden, size) * scale).astype(np.float32)
-    R = (_normal(rng, 1, 4 * hidden, hidden) * scale).astype(np.float32)
-    B = (_normal(rng, 1, 8 * hidden) * scale).astype(np.float32)
-    return X, W, R, B, _normal(rng, 1, batch, hidden), _normal(rng, 1, batch, hidden)
-
-
 def _lstm(op: str, size: str, seq: int, batch: int, isize: int, hidden: int) -> Workload:
     attrs = {"hidden_size": hidden}
     if op == "LSTMGrad":  # the shapes the model declares for dB and dP (B and P are no inputs)
@@ -233,7 +224,7 @@ def _lstm(op: str, size: str, seq: int, batch: int, isize: int, hidden: int) -> 
     forward_flops = 2 * seq * batch * 4 * hidden * (isize + hidden)
 
     def make(rng):
-        X, W, R, B, H0, C0 = _lstm_inputs(rng, seq, batch, isize, hidden)
+        X, W, R, B, H0, C0 = _rnn_inputs(rng, 4, 2, seq, batch, isize, hidden)
         if op == "LSTMTraining":
             return [X, W, R, B, None, H0, C0, None]
         HAll, _, _, CAll, IOFC = lstm_training(X, W, R, B, None, H0, C0, hidden_size=hidden)

@@ -6,6 +6,7 @@ hold: the float64 forward reference applied to the stored forward inputs, rounde
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -219,13 +220,16 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
     overridden = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
     inputs: dict[str, np.ndarray | None] = {}
 
+    @functools.cache
+    def integer_context() -> tuple[dict, dict]:
+        # bounds and shape_of may name forward-only inputs (GatherGrad's X) and read the axis from an attribute
+        _, forward_shapes = _rule_shapes(case, derive=False)
+        return {**forward_shapes, **shapes}, {**resolve_attributes(spec, case.node_attributes), **case.params}
+
     def draw_input(name: str, shape, dtype: str) -> np.ndarray:
         gen = generators.get(name, DEFAULT_GENERATOR)
         if gen.kind != "float":
-            # bounds and shape_of may name forward-only inputs (GatherGrad's X) and read the axis from an attribute
-            _, forward_shapes = _rule_shapes(case, derive=False)
-            context = {**resolve_attributes(spec, case.node_attributes), **case.params}
-            return draw_integers(gen, name, shape, dtype, _rng(seed, name), {**forward_shapes, **shapes}, context)
+            return draw_integers(gen, name, shape, dtype, _rng(seed, name), *integer_context())
         if dtypes.NUMPY[dtype].kind in "biu" and gen.values is None:
             raise CaseError(f"input '{name}' is {dtype}: give it literal `values` or a generator of kind mask, "
                             "labels or indices, not a float distribution")
