@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "blas.h"
 #include "internal.h"
@@ -566,6 +567,38 @@ int32_t opc_set_force_split(int32_t force) {
     int32_t previous = opc_force_split;
     opc_force_split = force != 0;
     return previous;
+}
+
+/* The last-level cache's size: an output larger than it cannot stay in cache for the next op anyway, so
+ * writing it with non-temporal stores saves the read-for-ownership traffic; a smaller one is better left
+ * in cache. glibc reads it from CPUID; some VMs report 0, then sysfs, then a typical 32 MiB. */
+static int64_t last_level_cache_bytes(void) {
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (v <= 0) {
+        FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+        char unit = 0;
+        if (f && fscanf(f, "%ld%c", &v, &unit) >= 1) v *= unit == 'M' ? 1 << 20 : unit == 'K' ? 1 << 10 : 1;
+        if (f) fclose(f);
+    }
+    return v > 0 ? (int64_t)v : (int64_t)32 << 20;
+}
+
+static int64_t stream_override = -1; /* set by opc_set_stream_bytes; -1: the last-level cache's size */
+static int64_t llc_bytes = 0;        /* measured once */
+
+int64_t opc_stream_bytes(void) {
+    int64_t forced = __atomic_load_n(&stream_override, __ATOMIC_RELAXED);
+    if (forced >= 0) return forced;
+    int64_t llc = __atomic_load_n(&llc_bytes, __ATOMIC_RELAXED);
+    if (llc == 0) { /* a race only measures it twice, with the same result */
+        llc = last_level_cache_bytes();
+        __atomic_store_n(&llc_bytes, llc, __ATOMIC_RELAXED);
+    }
+    return llc;
+}
+
+int64_t opc_set_stream_bytes(int64_t bytes) {
+    return __atomic_exchange_n(&stream_override, bytes < 0 ? -1 : bytes, __ATOMIC_RELAXED);
 }
 
 /* ---- build facts --------------------------------------------------------------------------- */

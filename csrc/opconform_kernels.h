@@ -152,6 +152,13 @@ OPC_API void opc_triad_f32(float *a, const float *b, const float *c, float s, in
  * small cases of a test tier. Process-wide; returns the previous setting. Results must not change. */
 OPC_API int32_t opc_set_force_split(int32_t force);
 
+/* Outputs of at least opc_stream_bytes() bytes are written with non-temporal stores (by the kernels that
+ * build their rows in cache first: GatherGrad, GatherElementsGrad): by default the last-level cache's size,
+ * read once. opc_set_stream_bytes sets it process-wide (a negative value restores the default) and returns
+ * the previous setting (-1: the default); tests use it to run both store paths. Results never change. */
+OPC_API int64_t opc_stream_bytes(void);
+OPC_API int64_t opc_set_stream_bytes(int64_t bytes);
+
 /* Build facts as a JSON object text (compiler, flags, OpenMP version, BLAS, sanitizers). */
 OPC_API const char *opc_build_info(void);
 OPC_API int32_t opc_abi_version(void);

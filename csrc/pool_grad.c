@@ -283,6 +283,7 @@ static inline void ap_range(const ap_plan *p, int d, int64_t o, int64_t *lo, int
  * dims, the windows [cover_lo, cover_hi) covering each input index. */
 typedef struct {
     int64_t *cnt[3], *cover_lo[2], *cover_hi[2], *e0, *e1, *jlo, *jhi, *block;
+    int64_t pair_lo, pair_hi; /* kernel 2, stride 2: the windows e whose both elements lie inside the row */
 } ap_tables;
 
 static bool ap_tables_make(const ap_plan *p, ap_tables *t) {
@@ -319,6 +320,11 @@ static bool ap_tables_make(const ap_plan *p, ap_tables *t) {
         t->jlo[j] = lo;
         t->jhi[j] = hi < p->out[2] ? hi : p->out[2];
     }
+    if (p->k[2] == 2) {
+        t->pair_lo = t->jlo[0] > t->jlo[1] ? t->jlo[0] : t->jlo[1];
+        t->pair_hi = t->jhi[0] < t->jhi[1] ? t->jhi[0] : t->jhi[1];
+        if (t->pair_hi < t->pair_lo) t->pair_hi = t->pair_lo;
+    }
     return true;
 }
 
@@ -329,15 +335,24 @@ static bool ap_tables_make(const ap_plan *p, ap_tables *t) {
  * in the same order at any thread count. */
 #define AP_KERNELS(SFX, T)                                                                         \
     /* kernel 2, stride 2 along the last dim: each element gets one contribution per window row, so   \
-     * the pairs can be written together (a vectorisable interleaved store), edges one by one */     \
-    static inline void ap_pairs_##SFX(T *restrict at, const T *restrict src, const ap_tables *t) {  \
-        int64_t lo = t->jlo[0] > t->jlo[1] ? t->jlo[0] : t->jlo[1];                                 \
-        int64_t hi = t->jhi[0] < t->jhi[1] ? t->jhi[0] : t->jhi[1];                                 \
-        if (hi < lo) hi = lo;                                                                      \
-        for (int64_t e = lo; e < hi; e++) {                                                        \
-            T v = src[e];                                                                          \
-            at[2 * e] += v;                                                                        \
-            at[2 * e + 1] += v;                                                                    \
+     * the pairs can be written together (a vectorisable interleaved store), edges one by one. The    \
+     * row's first window row sets its interior pairs to 0 + v (what zeroing then adding gives, -0    \
+     * included) instead of adding to zeros: the row is then written once, not zeroed and reread. */  \
+    static inline void ap_pairs_##SFX(T *restrict at, const T *restrict src, const ap_tables *t,     \
+                                      bool first) {                                                \
+        const int64_t lo = t->pair_lo, hi = t->pair_hi;                                            \
+        if (first) {                                                                               \
+            for (int64_t e = lo; e < hi; e++) {                                                    \
+                T v = (T)0 + src[e];                                                               \
+                at[2 * e] = v;                                                                     \
+                at[2 * e + 1] = v;                                                                 \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (int64_t e = lo; e < hi; e++) {                                                    \
+                T v = src[e];                                                                      \
+                at[2 * e] += v;                                                                    \
+                at[2 * e + 1] += v;                                                                \
+            }                                                                                      \
         }                                                                                          \
         for (int64_t j = 0; j < 2; j++) {                                                          \
             for (int64_t e = t->jlo[j]; e < t->jhi[j] && e < lo; e++) at[2 * e + j] += src[e];     \
@@ -345,17 +360,14 @@ static bool ap_tables_make(const ap_plan *p, ap_tables *t) {
         }                                                                                          \
     }                                                                                              \
     static void ap_planes_##SFX(const T *restrict dy, T *restrict dx, const ap_plan *p,            \
-                                const ap_tables *t, T *restrict sdy, int64_t p0, int64_t p1) {     \
+                                const ap_tables *t, const T *restrict div, T *restrict sdy,        \
+                                int64_t p0, int64_t p1) {                                          \
         const int64_t xs = p->in[0] * p->in[1] * p->in[2], ys = p->out[0] * p->out[1] * p->out[2]; \
         const int64_t W = p->in[2], OW = p->out[2], S = p->s[2], PB = p->pb[2], K = p->k[2];       \
         const bool by_window = K >= OW; /* the summation order follows the shapes only */          \
         for (int64_t q = p0; q < p1; q++) {                                                        \
             const T *restrict g = dy + q * ys;                                                     \
-            for (int64_t a = 0, j = 0; a < p->out[0]; a++)                                         \
-                for (int64_t b = 0; b < p->out[1]; b++) {                                          \
-                    int64_t nab = t->cnt[0][a] * t->cnt[1][b];                                     \
-                    for (int64_t e = 0; e < OW; e++, j++) sdy[j] = g[j] / (T)(nab * t->cnt[2][e]); \
-                }                                                                                  \
+            for (int64_t j = 0; j < ys; j++) sdy[j] = g[j] / div[j];                               \
             T *restrict x = dx + q * xs;                                                           \
             if (by_window) { /* long windows: zero the plane, add each window's box, contiguous runs */ \
                 for (int64_t l = 0; l < xs; l++) x[l] = 0;                                         \
@@ -388,12 +400,21 @@ static bool ap_tables_make(const ap_plan *p, ap_tables *t) {
             for (int64_t i0 = 0; i0 < p->in[0]; i0++) /* short windows: each row built once */    \
                 for (int64_t i1 = 0; i1 < p->in[1]; i1++) {                                        \
                     T *restrict row = x + (i0 * p->in[1] + i1) * W;                                \
-                    for (int64_t l = 0; l < W; l++) row[l] = 0;                                    \
+                    const bool pairs = K == 2 && S == 2; /* 2x2-style pairs: one contribution each */ \
+                    bool first = pairs && t->cover_lo[0][i0] < t->cover_hi[0][i0] &&               \
+                                 t->cover_lo[1][i1] < t->cover_hi[1][i1];                          \
+                    if (!first) {                                                                  \
+                        for (int64_t l = 0; l < W; l++) row[l] = 0;                                \
+                    } else { /* only what the first window row's interior pairs leave unset */     \
+                        for (int64_t l = 0; l < 2 * t->pair_lo - PB; l++) row[l] = 0;              \
+                        for (int64_t l = 2 * t->pair_hi - PB; l < W; l++) row[l] = 0;              \
+                    }                                                                              \
                     for (int64_t a = t->cover_lo[0][i0]; a < t->cover_hi[0][i0]; a++)              \
                         for (int64_t b = t->cover_lo[1][i1]; b < t->cover_hi[1][i1]; b++) {        \
                             const T *restrict src = sdy + (a * p->out[1] + b) * OW;                \
-                            if (K == 2 && S == 2) { /* 2x2-style pairs: one contribution each */   \
-                                ap_pairs_##SFX(row - PB, src, t);                                  \
+                            if (pairs) {                                                           \
+                                ap_pairs_##SFX(row - PB, src, t, first);                           \
+                                first = false;                                                     \
                                 continue;                                                          \
                             }                                                                      \
                             for (int64_t j = 0; j < K; j++) { /* one strided run per kernel offset */ \
@@ -419,14 +440,24 @@ int32_t opc_exec_avgpool_grad(opc_call *c, const void *plan_v, opc_tensor *outs)
     if (!ap_tables_make(p, &t)) return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "cannot allocate the window tables");
     int nt = pool_threads(c, p->planes, p->planes * 2 * xs);
     int failed = 0;
+    /* every plane divides by the same window counts: one table of them, as T */
 #define RUN(SFX, T)                                                                                \
-    _Pragma("omp parallel num_threads(nt) if(nt > 1) reduction(max : failed)") {                   \
-        int64_t lo, hi;                                                                            \
-        opc_split(p->planes, omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);            \
-        T *sdy = malloc((size_t)ys * sizeof(T));                                                   \
-        if (sdy) ap_planes_##SFX((const T *)dy, (T *)dx, p, &t, sdy, lo, hi);                      \
-        failed = !sdy;                                                                             \
-        free(sdy);                                                                                 \
+    {                                                                                              \
+        T *div = malloc((size_t)(ys + 1) * sizeof(T));                                             \
+        for (int64_t a = 0, j = 0; div && a < p->out[0]; a++)                                      \
+            for (int64_t b = 0; b < p->out[1]; b++)                                                \
+                for (int64_t e = 0; e < p->out[2]; e++, j++)                                       \
+                    div[j] = (T)(t.cnt[0][a] * t.cnt[1][b] * t.cnt[2][e]);                         \
+        failed = !div;                                                                             \
+        _Pragma("omp parallel num_threads(nt) if(nt > 1) reduction(max : failed)") if (div) {      \
+            int64_t lo, hi;                                                                        \
+            opc_split(p->planes, omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);        \
+            T *sdy = malloc((size_t)(ys + 1) * sizeof(T));                                         \
+            if (sdy) ap_planes_##SFX((const T *)dy, (T *)dx, p, &t, div, sdy, lo, hi);             \
+            failed = !sdy;                                                                         \
+            free(sdy);                                                                             \
+        }                                                                                          \
+        free(div);                                                                                 \
     }
     switch (p->dtype) {
     case OPC_FLOAT: RUN(f32, float) break;

@@ -299,6 +299,9 @@ def load(isa: str | None = None) -> ctypes.CDLL:
         ]
         lib.opc_set_force_split.restype = ctypes.c_int32
         lib.opc_set_force_split.argtypes = [ctypes.c_int32]
+        lib.opc_stream_bytes.restype = ctypes.c_int64
+        lib.opc_set_stream_bytes.restype = ctypes.c_int64
+        lib.opc_set_stream_bytes.argtypes = [ctypes.c_int64]
         lib.opc_build_info.restype = ctypes.c_char_p
         lib.opc_abi_version.restype = ctypes.c_int32
         lib.opc_status_name.restype = ctypes.c_char_p
@@ -350,6 +353,7 @@ def build_info() -> dict[str, Any]:
     info["isa_requested"] = os.environ.get(ENV_ISA) or "best"
     info["cpu_isa_levels"] = cpu_isa_levels()
     info["built_isa_levels"] = built_isa_levels()
+    info["stream_bytes"] = load().opc_stream_bytes()
     return info
 
 
@@ -363,6 +367,18 @@ def force_split(enabled: bool = True):
         yield
     finally:
         lib.opc_set_force_split(previous)
+
+
+@contextlib.contextmanager
+def stream_bytes(threshold: int):
+    """Within the block, outputs of at least `threshold` bytes are written with non-temporal stores
+    (opc_set_stream_bytes; default: the last-level cache's size): how tests run both store paths."""
+    lib = load()
+    previous = lib.opc_set_stream_bytes(threshold)
+    try:
+        yield
+    finally:
+        lib.opc_set_stream_bytes(previous)
 
 
 # ---- marshalling -----------------------------------------------------------------------------

@@ -3,6 +3,8 @@ indices (the spec's cases draw int64 only) and int32 shape values, duplicates su
 out-of-range index rejected."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -44,6 +46,51 @@ def test_gather_elements_grad_matches_reference(lib, rng, x_shape, axis, idx_sha
     assert got.dtype == dy.dtype and got.shape == x_shape
     tol = {np.float32: 1e-6, np.float64: 1e-14}.get(dtype, 8e-3)
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
+
+
+# GatherGrad's rows, and GatherElementsGrad's slabs and columns (dX past the slab size along axis 0)
+STORE_PATH_CASES = [("GatherGrad", (300, 40), 0, (500,)), ("GatherElementsGrad", (300, 40), 1, (300, 60)),
+                    ("GatherElementsGrad", (3000, 30), 0, (3500, 30))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("op, x_shape, axis, idx_shape", STORE_PATH_CASES)
+def test_streamed_and_cached_stores_agree(lib, rng, op, x_shape, axis, idx_shape, dtype):
+    """dX is written with non-temporal stores when it outgrows the last-level cache (opc_stream_bytes): both
+    store paths, forced here on small inputs, give the reference's values and the same bits at 1 and 3 threads."""
+    idx = rng.integers(-x_shape[axis], x_shape[axis], idx_shape)
+    if op == "GatherGrad":
+        dy = rng.normal(size=(*idx_shape, *x_shape[1:])).astype(dtype)
+        inputs, reference = [np.array(x_shape), idx, dy], gather_grad
+    else:
+        dy = rng.normal(size=idx_shape).astype(dtype)
+        inputs, reference = [dy, np.array(x_shape), idx], gather_elements_grad
+    got = {}
+    for threshold in (0, 2**62):
+        with lib.stream_bytes(threshold):
+            assert lib.load().opc_stream_bytes() == threshold
+            for threads in (1, 3):
+                got[threshold, threads] = lib.run(op, inputs, {"axis": axis}, threads=threads)[0]
+    want = reference(*[a.astype(np.float64) if a is dy else a for a in inputs], axis=axis)
+    tol = {np.float32: 1e-6, np.float64: 1e-14}.get(dtype, 8e-3)
+    np.testing.assert_allclose(got[0, 1].astype(np.float64), want, rtol=tol, atol=tol)
+    for key, out in got.items():
+        assert out.tobytes() == got[0, 1].tobytes(), key
+
+
+def test_stream_threshold_defaults_to_the_last_level_cache(lib):
+    """The default threshold is the last-level cache's size (sysfs agrees where it tells), and comes back after
+    a forced value."""
+    default = lib.load().opc_stream_bytes()
+    sysfs = Path("/sys/devices/system/cpu/cpu0/cache/index3/size")
+    if sysfs.exists():
+        text = sysfs.read_text().strip()
+        assert default == int(text.rstrip("KM")) << {"K": 10, "M": 20}.get(text[-1], 0)
+    assert default >= 1 << 20
+    with lib.stream_bytes(5):
+        assert lib.load().opc_stream_bytes() == 5
+    assert lib.load().opc_stream_bytes() == default
+    assert lib.build_info()["stream_bytes"] == default
 
 
 def test_duplicates_sum_in_index_order(lib):

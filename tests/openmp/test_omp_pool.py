@@ -52,6 +52,10 @@ def test_max_pool_grad_rejects_malformed_calls(lib, attrs, inputs, message):
     ((1, 2, 7, 8), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1, "count_include_pad": 1}),
     ((2, 2, 13), {"kernel_shape": [4], "strides": [3], "pads": [2, 1]}),
     ((1, 2, 4, 6, 5), {"kernel_shape": [2, 3, 2], "strides": [1, 2, 2], "pads": [0, 1, 1, 1, 0, 0]}),
+    # 2-wide stride-2 rows (written once by the first window row): rows no window covers, an end pad,
+    # window rows that overlap (later ones add)
+    ((1, 2, 9, 9), {"kernel_shape": [2, 2], "strides": [3, 2], "pads": [0, 0, 0, 1]}),
+    ((2, 1, 6, 7), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 1, 1, 0], "count_include_pad": 1}),
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_average_pool_grad_matches_reference(lib, rng, x_shape, attrs, dtype):
