@@ -36,7 +36,9 @@ def test_gather_grad_matches_reference(lib, rng, x_shape, axis, idx_shape, dtype
 @pytest.mark.parametrize("x_shape, axis, idx_shape", [((6, 7), 0, (15, 7)), ((6, 7), 1, (4, 20)), ((4, 5, 6), 1, (3, 9, 2)),
                                                       ((4, 5, 6), -3, (10, 5, 6)), ((9,), 0, (30,)),
                                                       # dX past the in-cache slab size: zeroed in place, columns split
-                                                      ((3000, 30), 0, (3500, 30)), ((2, 3000, 30), 1, (2, 100, 17))])
+                                                      ((3000, 30), 0, (3500, 30)), ((2, 3000, 30), 1, (2, 100, 17)),
+                                                      # ... in several 1 MiB tiles per thread
+                                                      ((2000, 300), 0, (2500, 300))])
 def test_gather_elements_grad_matches_reference(lib, rng, x_shape, axis, idx_shape, dtype, idx_type):
     dim = x_shape[axis]
     idx = rng.integers(-dim, dim, idx_shape).astype(idx_type)

@@ -207,12 +207,13 @@ def _pool(op):
     from reference.forward.pool import max_pool
 
     def cases():
-        # ResNet's stem pool (k3 s2 p1: windows share maxima), 1-D and 3-D, and (MaxPoolGrad) indices that all
-        # point into the first plane (the serial path)
+        # ResNet's stem pool (k3 s2 p1: windows share maxima), 1-D and 3-D, (MaxPoolGrad) indices that all
+        # point into the first plane (the serial path), and 2x2 stride-2 windows (AveragePoolGrad's pair rows)
         for x_shape, attrs in (((3, 5, 17, 18), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
                                ((4, 3, 40), {"kernel_shape": [3], "strides": [1], "pads": [1, 1]}),
                                ((2, 3, 5, 6, 7), {"kernel_shape": [2, 3, 2], "strides": [1, 2, 2]}),
-                               ((3, 4, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "cross": True})):
+                               ((3, 4, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "cross": True}),
+                               ((2, 3, 14, 15), {"kernel_shape": [2, 2], "strides": [2, 2]})):
             def make(rng, x_shape=x_shape, attrs=attrs):
                 geometry = {k: v for k, v in attrs.items() if k != "cross"}
                 y, indices = max_pool(_normal(rng, *x_shape), **geometry)
@@ -266,7 +267,9 @@ def _gather(elements):
         # an embedding-like table (rows past where a second thread starts, hot rows named many times, negative
         # indices), a middle axis, and every index naming one row (all the work on one thread's rows); int32 indices
         geometries = (((4000, 24), 0, (3000, 24) if elements else (3000,), np.int64), ((6, 700, 5), 1, (6, 900, 5) if elements else (2, 450), np.int64),
-                      ((50, 40), -1, (50, 300) if elements else (300,), np.int32), ((3000, 8), 0, (2000, 8) if elements else (5000,), np.int64))
+                      ((50, 40), -1, (50, 300) if elements else (300,), np.int32), ((3000, 8), 0, (2000, 8) if elements else (5000,), np.int64),
+                      # GatherElementsGrad's column mode in several tiles per thread
+                      ((2000, 300), 0, (2500, 300) if elements else (2500,), np.int64))
         for x_shape, axis, idx_shape, idx_type in geometries:
             def make(rng, x_shape=x_shape, axis=axis, idx_shape=idx_shape, idx_type=idx_type):
                 dim = x_shape[axis]
