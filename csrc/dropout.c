@@ -6,10 +6,8 @@
  * the thread split (vector body and scalar tail agree under -ffp-contract=off), so results are bitwise the
  * same at any thread count. */
 #include <omp.h>
-#ifdef __F16C__
-#include <immintrin.h>
-#endif
 
+#include "half_blocks.h"
 #include "ops.h"
 
 typedef struct {
@@ -84,41 +82,14 @@ CLONES static void drop_f64(const double *restrict dy, const uint8_t *restrict m
     }
 }
 
-/* 16-bit types: blocks widened to float32, the float32 loop, narrowed once (round to nearest even). GCC 12
- * does not vectorise _Float16 conversions; with F16C (avx2, avx512 builds) 8 at a time, same rounding. */
-#define HALF_BLOCK 1024
-CLONES static void widen_f16(const uint16_t *restrict h, float *restrict f, int64_t n) {
-    int64_t i = 0;
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-#endif
-    for (; i < n; i++) f[i] = opc_f16_to_f32(h[i]);
-}
-CLONES static void narrow_f16(const float *restrict f, uint16_t *restrict h, int64_t n) {
-    int64_t i = 0;
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(f + i), _MM_FROUND_TO_NEAREST_INT));
-#endif
-    for (; i < n; i++) h[i] = opc_f32_to_f16(f[i]);
-}
-CLONES static void widen_bf16(const uint16_t *restrict h, float *restrict f, int64_t n) {
-    for (int64_t i = 0; i < n; i++) f[i] = opc_bf16_to_f32(h[i]); /* simd: 1 */
-}
-CLONES static void narrow_bf16(const float *restrict f, uint16_t *restrict h, int64_t n) {
-    for (int64_t i = 0; i < n; i++) h[i] = opc_f32_to_bf16(f[i]); /* simd: 1 */
-}
-
+/* 16-bit types: through the float32 loop in blocks (half_blocks.h) */
 static void drop_half(bool bf16, const uint16_t *dy, const uint8_t *m, uint16_t *dx, int64_t n, float scale) {
     float g[HALF_BLOCK], o[HALF_BLOCK];
     for (int64_t i = 0; i < n; i += HALF_BLOCK) {
         int64_t k = n - i < HALF_BLOCK ? n - i : HALF_BLOCK;
-        if (bf16) widen_bf16(dy + i, g, k);
-        else widen_f16(dy + i, g, k);
+        widen_half(bf16, dy + i, g, k);
         drop_f32(g, m + i, o, k, scale);
-        if (bf16) narrow_bf16(o, dx + i, k);
-        else narrow_f16(o, dx + i, k);
+        narrow_half(bf16, o, dx + i, k);
     }
 }
 

@@ -7,10 +7,8 @@
  * for any thread count. Formulas are arranged so the limits at +-inf and huge |x| are the
  * mathematical ones (no inf*0 NaNs). */
 #include <omp.h>
-#ifdef __F16C__
-#include <immintrin.h>
-#endif
 
+#include "half_blocks.h"
 #include "ops.h"
 #include "vmath.h"
 
@@ -161,38 +159,7 @@ static const loop_f32 LOOPS_F32[] = {relu_f32, sigmoid_f32, tanh_f32, quickgelu_
 static const loop_f64 LOOPS_F64[] = {relu_f64, sigmoid_f64, tanh_f64, quickgelu_f64,
                                      leaky_f64, gelu_f64,    fastgelu_f64};
 
-/* float16 / bfloat16: blocks widened to float32 (exactly), the float32 loop, each result rounded
- * once to the storage type. A bias is widened too, so X + B is formed in float32. Block edges move
- * with the thread split, but every element goes through the same expression (vector body and scalar
- * tail agree), so results stay split-invariant. */
-#define HALF_BLOCK 1024
-
-/* GCC 12 does not vectorise _Float16 conversions; with F16C (avx2, avx512 builds) 8 at a time.
- * Both round to nearest even, so body and tail agree. */
-CLONES static void widen_f16(const uint16_t *restrict h, float *restrict f, int64_t n) {
-    int64_t i = 0;
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-#endif
-    for (; i < n; i++) f[i] = opc_f16_to_f32(h[i]);
-}
-CLONES static void widen_bf16(const uint16_t *restrict h, float *restrict f, int64_t n) {
-    for (int64_t i = 0; i < n; i++) f[i] = opc_bf16_to_f32(h[i]); /* simd: 1 */
-}
-CLONES static void narrow_f16(const float *restrict f, uint16_t *restrict h, int64_t n) {
-    int64_t i = 0;
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(h + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(f + i), _MM_FROUND_TO_NEAREST_INT));
-#endif
-    for (; i < n; i++) h[i] = opc_f32_to_f16(f[i]);
-}
-CLONES static void narrow_bf16(const float *restrict f, uint16_t *restrict h, int64_t n) {
-    for (int64_t i = 0; i < n; i++) h[i] = opc_f32_to_bf16(f[i]); /* simd: 1 */
-}
-
+/* float16 / bfloat16 (half_blocks.h): a bias is widened too, so X + B is formed in float32. */
 static void half_loop(int kind, bool bf16, const uint16_t *dy, const uint16_t *x, const uint16_t *b,
                       uint16_t *dx, int64_t n, float alpha) {
     float g[HALF_BLOCK], v[HALF_BLOCK], bb[HALF_BLOCK], o[HALF_BLOCK];
@@ -203,8 +170,7 @@ static void half_loop(int kind, bool bf16, const uint16_t *dy, const uint16_t *x
         widen(x + i, v, m);
         if (b) widen(b + i, bb, m);
         LOOPS_F32[kind](g, v, b ? bb : NULL, o, m, alpha);
-        if (bf16) narrow_bf16(o, dx + i, m);
-        else narrow_f16(o, dx + i, m);
+        narrow_half(bf16, o, dx + i, m);
     }
 }
 

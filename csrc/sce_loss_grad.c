@@ -10,10 +10,8 @@
  * the same at any thread count. float32 and float64; float16 and bfloat16 widened to float32, rounded once. */
 #include <omp.h>
 #include <stdlib.h>
-#ifdef __F16C__
-#include <immintrin.h>
-#endif
 
+#include "half_blocks.h"
 #include "ops.h"
 #include "vmath.h"
 
@@ -113,32 +111,9 @@ static void col_f64(const double *restrict lp, double *restrict out, int64_t n, 
     }
 }
 
-/* 16-bit types: blocks widened to float32, the float32 kernel, narrowed once (round to nearest even) */
-#define HALF_BLOCK 512
-CLONES static void widen(bool bf16, const uint16_t *restrict h, float *restrict f, int64_t n) {
-    int64_t i = 0;
-    if (bf16) {
-        for (; i < n; i++) f[i] = opc_bf16_to_f32(h[i]); /* simd: 1 */
-        return;
-    }
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-#endif
-    for (; i < n; i++) f[i] = opc_f16_to_f32(h[i]);
-}
-CLONES static void narrow(bool bf16, const float *restrict f, uint16_t *restrict h, int64_t n) {
-    int64_t i = 0;
-    if (bf16) {
-        for (; i < n; i++) h[i] = opc_f32_to_bf16(f[i]); /* simd: 1 */
-        return;
-    }
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(f + i), _MM_FROUND_TO_NEAREST_INT));
-#endif
-    for (; i < n; i++) h[i] = opc_f32_to_f16(f[i]);
-}
+/* 16-bit types go through the float32 kernel in blocks of this many elements (half_blocks.h); along D > 1
+ * the work items are (n, block) pairs of the same length */
+#define SCE_BLOCK 512
 
 /* ---- one block: element rows [m0, m1) of one n when D > 1, or whole rows n in [m0, m1) when D == 1 ---- */
 
@@ -174,13 +149,13 @@ static void block_rows(const sce_args *a, int64_t r0, int64_t r1) { /* D == 1 */
             row_f32((const float *)lp, (float *)out, C, a->sf[r]);
             fix_label_f32((float *)out + t, (const float *)lp + t, a->sf[r]);
         } else {
-            float g[HALF_BLOCK], o[HALF_BLOCK];
-            for (int64_t j = 0; j < C; j += HALF_BLOCK) {
-                int64_t k = C - j < HALF_BLOCK ? C - j : HALF_BLOCK;
-                widen(bf16, (const uint16_t *)lp + j, g, k);
+            float g[SCE_BLOCK], o[SCE_BLOCK];
+            for (int64_t j = 0; j < C; j += SCE_BLOCK) {
+                int64_t k = C - j < SCE_BLOCK ? C - j : SCE_BLOCK;
+                widen_half(bf16, (const uint16_t *)lp + j, g, k);
                 row_f32(g, o, k, a->sf[r]);
                 if (t >= j && t < j + k) fix_label_f32(o + (t - j), g + (t - j), a->sf[r]);
-                narrow(bf16, o, (uint16_t *)out + j, k);
+                narrow_half(bf16, o, (uint16_t *)out + j, k);
             }
         }
     }
@@ -191,21 +166,21 @@ static void block_cols(const sce_args *a, int64_t n, int64_t d0, int64_t d1) { /
     int64_t C = p->c, D = p->d, k = d1 - d0, m0 = n * D + d0;
     bool half = p->dtype == OPC_FLOAT16 || p->dtype == OPC_BFLOAT16, bf16 = p->dtype == OPC_BFLOAT16;
     size_t es = opc_dtype_size(p->dtype);
-    float g[HALF_BLOCK], o[HALF_BLOCK];
+    float g[SCE_BLOCK], o[SCE_BLOCK];
     for (int64_t cl = 0; cl < C; cl++) {
         size_t at = (size_t)((n * C + cl) * D + d0);
         const char *lp = (const char *)a->lp + at * es;
         char *out = (char *)a->out + at * es;
         if (p->dtype == OPC_DOUBLE) col_f64((const double *)lp, (double *)out, k, a->sd + m0, a->keep + m0);
         else if (!half) col_f32((const float *)lp, (float *)out, k, a->sf + m0, a->keep + m0);
-        else { /* k <= HALF_BLOCK: the caller's blocks are that long at most */
-            widen(bf16, (const uint16_t *)lp, g, k);
+        else { /* k <= SCE_BLOCK: the caller's blocks are that long at most */
+            widen_half(bf16, (const uint16_t *)lp, g, k);
             col_f32(g, o, k, a->sf + m0, a->keep + m0);
             for (int64_t i = 0; i < k; i++) {
                 int64_t m = m0 + i;
                 if (a->keep[m] && label_at(p->label_dtype, a->label, m) == cl) fix_label_f32(o + i, g + i, a->sf[m]);
             }
-            narrow(bf16, o, (uint16_t *)out, k);
+            narrow_half(bf16, o, (uint16_t *)out, k);
         }
     }
     if (half) return;
@@ -260,8 +235,8 @@ int32_t opc_exec_sce_loss_grad(opc_call *c, const void *plan_v, opc_tensor *outs
     }
     sce_args a = {p, c->in[1]->data, label, outs[0].data, f64 ? NULL : scale, f64 ? scale : NULL, keep};
 
-    /* work items: whole rows (D == 1) or (n, block of HALF_BLOCK elements along D) */
-    int64_t per_n = p->d == 1 ? 1 : (p->d + HALF_BLOCK - 1) / HALF_BLOCK;
+    /* work items: whole rows (D == 1) or (n, block of SCE_BLOCK elements along D) */
+    int64_t per_n = p->d == 1 ? 1 : (p->d + SCE_BLOCK - 1) / SCE_BLOCK;
     int64_t items = p->d == 1 ? p->n : p->n * per_n;
     int64_t want = M * C / opc_grain(32768) + 1; /* below ~32k elements a thread costs more than it saves */
     int nt = (int)(want < c->threads ? want : c->threads);
@@ -273,8 +248,8 @@ int32_t opc_exec_sce_loss_grad(opc_call *c, const void *plan_v, opc_tensor *outs
         if (p->d == 1) block_rows(&a, lo, hi);
         else
             for (int64_t it = lo; it < hi; it++) {
-                int64_t n = it / per_n, d0 = (it % per_n) * HALF_BLOCK;
-                block_cols(&a, n, d0, d0 + HALF_BLOCK < p->d ? d0 + HALF_BLOCK : p->d);
+                int64_t n = it / per_n, d0 = (it % per_n) * SCE_BLOCK;
+                block_cols(&a, n, d0, d0 + SCE_BLOCK < p->d ? d0 + SCE_BLOCK : p->d);
             }
     }
     free(keep);
