@@ -170,33 +170,44 @@ static inline void gg_store_bf16(uint16_t *restrict d, const float *restrict a, 
     for (int64_t i = 0; i < n; i++) d[i] = opc_f32_to_bf16(a[i]);
 }
 
-/* Output rows [lo, hi) of [outer * n]: row (o, r) = sum over the listed indices j of dY[o, j, :]. */
-#define GG_ROWS(SFX, T, AT, LD)                                                                         \
+/* Output rows [lo, hi) of [outer * n]: row (o, r) = sum over the listed indices j of dY[o, j, :], from 0 in
+ * list order. Summed in a row buffer when the sums are wider than T or the row is streamed out; else in
+ * place: the first term stored as 0 + g (the bits the buffer gives, -0 included), the rest added. */
+#define GG_ROWS(SFX, T, AT, LD, IN_PLACE)                                                               \
     static void gg_rows_##SFX(const T *restrict dy, T *restrict dx, const int64_t *restrict start,      \
                               const int64_t *restrict list, const gg_plan *p, AT *restrict acc,         \
                               int64_t lo, int64_t hi, bool stream) {                                    \
         const int64_t inner = p->inner;                                                                 \
         for (int64_t q = lo; q < hi; q++) {                                                             \
             const int64_t o = q / p->n, r = q % p->n;                                                   \
-            if (start[r] == start[r + 1] && !stream) { /* no index names the row (most of a big table) */ \
+            const T *restrict g;                                                                        \
+            if (!stream && start[r] == start[r + 1]) { /* no index names the row (most of a big table) */ \
                 memset(dx + q * inner, 0, (size_t)inner * sizeof(T));                                   \
-                continue;                                                                               \
+            } else if (!stream && IN_PLACE) {                                                           \
+                T *restrict d = dx + q * inner;                                                         \
+                g = dy + (o * p->m + list[start[r]]) * inner;                                           \
+                for (int64_t k = 0; k < inner; k++) d[k] = (T)0 + g[k];                                 \
+                for (int64_t e = start[r] + 1; e < start[r + 1]; e++) {                                 \
+                    g = dy + (o * p->m + list[e]) * inner;                                              \
+                    for (int64_t k = 0; k < inner; k++) d[k] += g[k];                                   \
+                }                                                                                       \
+            } else {                                                                                    \
+                for (int64_t k = 0; k < inner; k++) acc[k] = 0;                                         \
+                for (int64_t e = start[r]; e < start[r + 1]; e++) {                                     \
+                    g = dy + (o * p->m + list[e]) * inner;                                              \
+                    for (int64_t k = 0; k < inner; k++) acc[k] += LD(g, k);                             \
+                }                                                                                       \
+                gg_store_##SFX(dx + q * inner, acc, inner, stream);                                     \
             }                                                                                           \
-            for (int64_t k = 0; k < inner; k++) acc[k] = 0;                                             \
-            for (int64_t e = start[r]; e < start[r + 1]; e++) {                                         \
-                const T *restrict g = dy + (o * p->m + list[e]) * inner;                                \
-                for (int64_t k = 0; k < inner; k++) acc[k] += LD(g, k);                                 \
-            }                                                                                           \
-            gg_store_##SFX(dx + q * inner, acc, inner, stream);                                         \
         }                                                                                               \
     }
 #define LD_ID(g, k) (g)[k]
 #define LD_F16(g, k) opc_f16_to_f32((g)[k])
 #define LD_BF16(g, k) opc_bf16_to_f32((g)[k])
-GG_ROWS(f32, float, float, LD_ID)
-GG_ROWS(f64, double, double, LD_ID)
-GG_ROWS(f16, uint16_t, float, LD_F16)
-GG_ROWS(bf16, uint16_t, float, LD_BF16)
+GG_ROWS(f32, float, float, LD_ID, true)
+GG_ROWS(f64, double, double, LD_ID, true)
+GG_ROWS(f16, uint16_t, float, LD_F16, false)
+GG_ROWS(bf16, uint16_t, float, LD_BF16, false)
 
 int32_t opc_exec_gather_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
     const gg_plan *p = plan_v;
