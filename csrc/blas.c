@@ -138,9 +138,19 @@ void opc_sgemm_pack(bool trans_b, int64_t K, int64_t N, const float *B, int64_t 
     for (int64_t n0 = 0; n0 < N; n0 += SP_NR) {
         float *panel = Bp + n0 * K;
         const int64_t nc = N - n0 < SP_NR ? N - n0 : SP_NR;
+        if (trans_b) { /* B's rows are the panel's columns: read each row in order (the panel stays in L1) */
+            for (int64_t n = 0; n < SP_NR; n++) {
+                const float *src = B + (n0 + n) * ldb;
+                if (n < nc)
+                    for (int64_t k = 0; k < K; k++) panel[k * SP_NR + n] = src[k];
+                else
+                    for (int64_t k = 0; k < K; k++) panel[k * SP_NR + n] = 0.0f;
+            }
+            continue;
+        }
         for (int64_t k = 0; k < K; k++) {
             float *dst = panel + k * SP_NR;
-            for (int64_t n = 0; n < nc; n++) dst[n] = trans_b ? B[(n0 + n) * ldb + k] : B[k * ldb + n0 + n];
+            for (int64_t n = 0; n < nc; n++) dst[n] = B[k * ldb + n0 + n];
             for (int64_t n = nc; n < SP_NR; n++) dst[n] = 0.0f;
         }
     }

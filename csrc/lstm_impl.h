@@ -13,8 +13,9 @@
  * chunk's steps into xw (a chunk-sized buffer that stays in cache), then per step adds Hp R^T into its
  * columns of xw (beta = 1) and runs its gate loop there; the end-of-step barrier is the only point
  * where threads meet (the next products read all of H). float32 products use opc_sgemm_packed with
- * R (and at AVX-512, W) packed once per call, instead of a BLAS call that repacks R every step. The
- * state is carried in two [B, H] buffers per quantity; with sequence_lens a row past its length
+ * R (and at AVX-512, W) packed once per call, each thread packing its own blocks, instead of a BLAS call
+ * that repacks R every step. Each step writes its states straight into HAll and CAll when they are wanted
+ * (state_slot), else into two [B, H] buffers per quantity; with sequence_lens a row past its length
  * carries its state unchanged and its HAll, CAll and IOFC rows are 0.
  * Backward walks the steps in reverse processing order. Per step, phase 1 (each thread its own
  * columns): dH = dHnext + dHAll_t, the gate gradients da (into dA, [S*B, 4H] gate-major) and the cell
@@ -190,6 +191,14 @@ static void SFX(fw_gates)(const SFX(fctx) *x, int64_t j0, int64_t j1) {
     }
 }
 
+/* Where step `step` (time t) writes a state: its slice of HAll (or CAll) when that output is wanted and every row
+ * is live, so no copy is needed; else one of two [B, H] buffers of st (at `slot`, 0: h, 2: c), alternating. With
+ * sequence_lens a row past its length carries its state while its HAll row is 0, so the state cannot live there. */
+static inline T *SFX(state_slot)(T *st, T *all, const int32_t *lens, int slot, int64_t step, int64_t t, int64_t d,
+                                 int64_t D, int64_t BH) {
+    return all && !lens ? all + (t * D + d) * BH : st + (slot + step % 2) * BH;
+}
+
 static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *outs) {
     const int64_t S = p->S, B = p->B, I = p->I, H = p->H, H4 = 4 * H, D = p->D, BH = B * H;
     const T *X = c->in[TI_X]->data;
@@ -234,26 +243,6 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
         const T *h_init = h0_all ? h0_all + d * BH : zero, *c_init = c0_all ? c0_all + d * BH : zero;
         const T *peep = p_all ? p_all + d * 3 * H : NULL;
         for (int64_t j = 0; j < H4; j++) bsum[j] = bias_all ? bias_all[d * 8 * H + j] + bias_all[d * 8 * H + H4 + j] : 0;
-        /* W and R permuted block-major: block [j0, j1) holds rows i, o, f, c of columns j0..j1 */
-        for (int64_t j0 = 0; j0 < H; j0 += hb) {
-            int64_t w = j0 + hb < H ? hb : H - j0;
-            for (int q = 0; q < 4; q++) {
-                memcpy(wp + (4 * j0 + q * w) * I, W + (q * H + j0) * I, (size_t)(w * I) * es);
-                memcpy(rp + (4 * j0 + q * w) * H, R + (q * H + j0) * H, (size_t)(w * H) * es);
-            }
-        }
-#if LSTM_PACKED
-        for (int64_t k = 0; k < nblk; k++) {
-            const int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
-            opc_sgemm_pack(true, H, 4 * w, rp + 4 * j0 * H, H, rpk + k * pk);
-        }
-#endif
-#if LSTM_PACKED_X
-        for (int64_t k = 0; k < nblk; k++) {
-            const int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
-            opc_sgemm_pack(true, I, 4 * w, wp + 4 * j0 * I, I, wpk + k * pkx);
-        }
-#endif
         /* One parallel region for the whole recurrence; each thread owns whole column blocks (fixed by H) and, per
          * chunk of tc steps (fixed by S and B), computes its blocks' X W^T for the chunk, then per step their
          * Hp R^T and gates. Only the end-of-step barrier is shared (the next step's products read all of H). */
@@ -261,6 +250,21 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
         {
             int64_t k0, k1;
             opc_split(nblk, omp_get_num_threads(), omp_get_thread_num(), 1, &k0, &k1);
+            /* the thread's blocks of W and R, permuted block-major (block [j0, j1) holds rows i, o, f, c of columns
+             * j0..j1) and packed: only this thread's products read them, so no barrier before the first step */
+            for (int64_t k = k0; k < k1; k++) {
+                const int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
+                for (int q = 0; q < 4; q++) {
+                    memcpy(wp + (4 * j0 + q * w) * I, W + (q * H + j0) * I, (size_t)(w * I) * es);
+                    memcpy(rp + (4 * j0 + q * w) * H, R + (q * H + j0) * H, (size_t)(w * H) * es);
+                }
+#if LSTM_PACKED
+                opc_sgemm_pack(true, H, 4 * w, rp + 4 * j0 * H, H, rpk + k * pk);
+#endif
+#if LSTM_PACKED_X
+                opc_sgemm_pack(true, I, 4 * w, wp + 4 * j0 * I, I, wpk + k * pkx);
+#endif
+            }
             SFX(fctx) fx = {.B = B, .H = H, .D = D, .d = d, .cl = cl, .ifg = p->input_forget, .clip = p->has_clip,
                             .lens = lens, .bias = bsum,
                             .pi = peep, .po = peep ? peep + H : NULL, .pf = peep ? peep + 2 * H : NULL};
@@ -287,11 +291,11 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
                     const int64_t t = reverse ? S - 1 - step : step;
                     fx.t = t;
                     fx.xwt = xw + (t - tlo) * B * H4;
-                    fx.hn = st + (step % 2) * BH;
-                    fx.cn = st + (2 + step % 2) * BH;
+                    fx.hn = SFX(state_slot)(st, hall, lens, 0, step, t, d, D, BH);
+                    fx.cn = SFX(state_slot)(st, call, lens, 2, step, t, d, D, BH);
                     fx.gates = iofc ? iofc + (t * D + d) * B * H4 : gs;
-                    fx.hall_t = hall ? hall + (t * D + d) * BH : NULL;
-                    fx.call_t = call ? call + (t * D + d) * BH : NULL;
+                    fx.hall_t = hall && lens ? hall + (t * D + d) * BH : NULL; /* else hn is HAll's slice */
+                    fx.call_t = call && lens ? call + (t * D + d) * BH : NULL;
                     for (int64_t k = k0; k < k1; k++) {
                         const int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
 #if LSTM_PACKED
@@ -307,7 +311,9 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
                 }
             }
         }
-        const T *hl = S > 0 ? st + ((S - 1) % 2) * BH : h_init, *clast = S > 0 ? st + (2 + (S - 1) % 2) * BH : c_init;
+        const int64_t tl = reverse ? 0 : S - 1; /* the last step's time index */
+        const T *hl = S > 0 ? SFX(state_slot)(st, hall, lens, 0, S - 1, tl, d, D, BH) : h_init;
+        const T *clast = S > 0 ? SFX(state_slot)(st, call, lens, 2, S - 1, tl, d, D, BH) : c_init;
         if (ht_all) memcpy(ht_all + d * BH, hl, (size_t)BH * es);
         if (ct_all) memcpy(ct_all + d * BH, clast, (size_t)BH * es);
     }
@@ -519,12 +525,6 @@ static int32_t SFX(lstm_backward)(opc_call *c, const lstm_plan *p, opc_tensor *o
         const bool reverse = D == 2 ? d == 1 : p->reverse;
         const T *W = (const T *)c->in[GI_W]->data + d * H4 * I, *R = (const T *)c->in[GI_R]->data + d * H4 * H;
         const T *h0 = h0_all ? h0_all + d * BH : zero, *c0 = c0_all ? c0_all + d * BH : zero;
-#if LSTM_PACKED
-        for (int64_t k = 0; k < nblk; k++) {
-            const int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
-            opc_sgemm_pack(false, H4, w, R + j0, H, rk + k * pk);
-        }
-#endif
         if (dht_all) memcpy(dh, dht_all + d * BH, (size_t)BH * es);
         else memset(dh, 0, (size_t)BH * es);
         if (dct_all) memcpy(dc, dct_all + d * BH, (size_t)BH * es);
@@ -535,6 +535,12 @@ static int32_t SFX(lstm_backward)(opc_call *c, const lstm_plan *p, opc_tensor *o
         {
             int64_t k0, k1;
             opc_split(nblk, omp_get_num_threads(), omp_get_thread_num(), 1, &k0, &k1);
+#if LSTM_PACKED /* the thread's blocks of R: only its own products read them */
+            for (int64_t k = k0; k < k1; k++) {
+                const int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
+                opc_sgemm_pack(false, H4, w, R + j0, H, rk + k * pk);
+            }
+#endif
             SFX(bctx) bx = {.B = B, .H = H, .D = D, .d = d, .S = S, .ifg = p->input_forget, .reverse = reverse,
                             .lens = lens, .c0 = c0, .call = call, .iofc = iofc, .zero = zero, .dc = dc, .scr = scr,
                             .pacc = pacc};

@@ -526,7 +526,7 @@ def prepare(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, An
             a = np.empty(tuple(s.shape[: s.rank]), dtype=_CODE_DTYPES[s.dtype])
             code = s.dtype
         dims = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
-        call.keep.append(dims)
+        call.keep += [dims, a]  # the call writes into a: keep it alive even if the caller drops the arrays
         outs[i].dtype, outs[i].rank, outs[i].shape = code, a.ndim, dims
         outs[i].data = a.__array_interface__["data"][0] or ctypes.addressof(dims)
         arrays.append(a)

@@ -82,6 +82,22 @@ def test_unwanted_only_output_computes_nothing(lib):
     assert lib.run("ReluGrad", [a, a], {}, want_outputs=[False]) == [None]
 
 
+def test_prepared_call_keeps_its_outputs_alive(lib):
+    """A benchmark may keep only the call: the output arrays it writes into must live as long as it does."""
+    import gc
+    import weakref
+
+    x = np.linspace(-2, 2, 64, dtype=np.float32)
+    dy = np.ones(64, np.float32)
+    call, outs = lib.prepare("ReluGrad", [dy, x], {})
+    ref = weakref.ref(outs[0])
+    del outs
+    gc.collect()
+    assert ref() is not None, "the prepared call dropped its output array"
+    call()
+    np.testing.assert_array_equal(ref(), (x > 0).astype(np.float32))
+
+
 RAW_PRELUDE = """
 import ctypes, numpy as np
 from harness.backends import openmp_lib as L
