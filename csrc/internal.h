@@ -95,6 +95,22 @@ static inline void opc_split(int64_t n, int nth, int tid, int64_t align, int64_t
     *hi = b1 * align < n ? b1 * align : n;
 }
 
+/* memory ------------------------------------------------------------------------------------ */
+/* Prefetch [p, p + bytes) for writing, a 64-byte line at a time, at most OPC_PREFETCH_MAX bytes (a
+ * page). For outputs written in order that the hardware prefetcher fetches for ownership too late (it
+ * stops at page boundaries, and stores wait for their lines): the pool and gather gradients, where each
+ * use was measured. Prefetching never faults, so the range may run past an array's end. */
+#define OPC_PREFETCH_MAX 4096
+static inline void opc_prefetch_w(const void *p, int64_t bytes) {
+    if (bytes > OPC_PREFETCH_MAX) bytes = OPC_PREFETCH_MAX;
+    for (int64_t l = 0; l < bytes; l += 64) __builtin_prefetch((const char *)p + l, 1);
+}
+/* The same for reading: inputs read in short segments, each on another page. */
+static inline void opc_prefetch(const void *p, int64_t bytes) {
+    if (bytes > OPC_PREFETCH_MAX) bytes = OPC_PREFETCH_MAX;
+    for (int64_t l = 0; l < bytes; l += 64) __builtin_prefetch((const char *)p + l, 0);
+}
+
 /* 16-bit float conversions (exact widening; round-to-nearest-even narrowing, NaN kept NaN). */
 static inline float opc_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;

@@ -93,19 +93,37 @@ int32_t opc_prep_maxpool_grad(opc_call *c, void *plan_v, opc_shape *outs) {
     return OPC_OK;
 }
 
+/* AveragePoolGrad: bytes ahead of the dX row being built that are prefetched for writing, a row's worth
+ * per row. The rows are written in order, but the hardware prefetcher fetched the lines for ownership
+ * too late: writing dX ran about 30 % faster with this (2x2 stride-2 pooling, 32x64x112x112 float32 dX,
+ * here). */
+#define AP_AHEAD 2048
+
 /* Planes [p0, p1): zero each dX plane and add its own dY entries in order. Returns 0, 1 (an index in
- * another plane: the caller redoes the scatter serially) or 2 (an index outside dX). */
+ * another plane: the caller redoes the scatter serially) or 2 (an index outside dX). Every 16 entries
+ * the scatter prefetches the index and dY streams 2 KiB ahead and a share of the thread's next plane
+ * for writing (its zeroing then finds the lines owned): the hardware prefetcher alone left the loads
+ * waiting (8 %) and the zeroing waiting for ownership (a further 20 %, 32x64x112x112 float32 dX, here). */
 #define MP_KERNELS(SFX, T)                                                                         \
     static int mp_planes_##SFX(const T *restrict dy, const int64_t *restrict ix, T *restrict dx,     \
                                const mp_plan *p, int64_t p0, int64_t p1) {                         \
         int status = 0;                                                                            \
+        const int64_t lines = (p->x_plane * (int64_t)sizeof(T) + 63) / 64;                         \
+        const int64_t per = (lines + (p->y_plane + 15) / 16 - 1) / ((p->y_plane + 15) / 16);        \
         for (int64_t q = p0; q < p1; q++) {                                                        \
             const int64_t base = q * p->x_plane;                                                   \
             T *restrict plane = dx + base;                                                         \
+            const char *next = q + 1 < p1 ? (const char *)(plane + p->x_plane) : NULL;             \
             for (int64_t j = 0; j < p->x_plane; j++) plane[j] = 0;                                 \
             const T *restrict g = dy + q * p->y_plane;                                             \
             const int64_t *restrict k = ix + q * p->y_plane;                                       \
             for (int64_t j = 0; j < p->y_plane; j++) {                                             \
+                if ((j & 15) == 0) { /* see MP_KERNELS */                                          \
+                    __builtin_prefetch(k + j + 256);                                               \
+                    __builtin_prefetch(g + j + 512);                                               \
+                    for (int64_t l = j / 16 * per; next && l < j / 16 * per + per && l < lines; l++) \
+                        __builtin_prefetch(next + 64 * l, 1);                                      \
+                }                                                                                  \
                 uint64_t off = (uint64_t)k[j] - (uint64_t)base; /* wraps for k < base */           \
                 if (off < (uint64_t)p->x_plane) {                                                  \
                     plane[off] += g[j];                                                            \
@@ -328,7 +346,7 @@ static bool ap_tables_make(const ap_plan *p, ap_tables *t) {
     return true;
 }
 
-/* Planes [p0, p1): dY / count into the thread's `sdy`, then every dX row built once (in cache) from the
+/* Planes [p0, p1): dY * (1 / count) into the thread's `sdy`, then every dX row built once (in cache) from the
  * windows covering it, windows (a, b) ascending, then kernel offset by kernel offset along the last dim
  * (row[e*S + j - PB] += sdy[e]: many short windows); or, for long windows, the plane zeroed and every
  * window's box added in (a, b, e) order. Which one follows from the shapes, so every element is summed
@@ -360,14 +378,15 @@ static bool ap_tables_make(const ap_plan *p, ap_tables *t) {
         }                                                                                          \
     }                                                                                              \
     static void ap_planes_##SFX(const T *restrict dy, T *restrict dx, const ap_plan *p,            \
-                                const ap_tables *t, const T *restrict div, T *restrict sdy,        \
+                                const ap_tables *t, const T *restrict rcp, T *restrict sdy,        \
                                 int64_t p0, int64_t p1) {                                          \
         const int64_t xs = p->in[0] * p->in[1] * p->in[2], ys = p->out[0] * p->out[1] * p->out[2]; \
         const int64_t W = p->in[2], OW = p->out[2], S = p->s[2], PB = p->pb[2], K = p->k[2];       \
         const bool by_window = K >= OW; /* the summation order follows the shapes only */          \
+        const T *xend = dx + p1 * xs;                                                              \
         for (int64_t q = p0; q < p1; q++) {                                                        \
             const T *restrict g = dy + q * ys;                                                     \
-            for (int64_t j = 0; j < ys; j++) sdy[j] = g[j] / div[j];                               \
+            for (int64_t j = 0; j < ys; j++) sdy[j] = g[j] * rcp[j];                               \
             T *restrict x = dx + q * xs;                                                           \
             if (by_window) { /* long windows: zero the plane, add each window's box, contiguous runs */ \
                 for (int64_t l = 0; l < xs; l++) x[l] = 0;                                         \
@@ -400,6 +419,9 @@ static bool ap_tables_make(const ap_plan *p, ap_tables *t) {
             for (int64_t i0 = 0; i0 < p->in[0]; i0++) /* short windows: each row built once */    \
                 for (int64_t i1 = 0; i1 < p->in[1]; i1++) {                                        \
                     T *restrict row = x + (i0 * p->in[1] + i1) * W;                                \
+                    const T *ahead = row + AP_AHEAD / (int64_t)sizeof(T);                          \
+                    if (ahead < xend) /* within the thread's planes */                             \
+                        opc_prefetch_w(ahead, (xend - ahead < W ? xend - ahead : W) * (int64_t)sizeof(T)); \
                     const bool pairs = K == 2 && S == 2; /* 2x2-style pairs: one contribution each */ \
                     bool first = pairs && t->cover_lo[0][i0] < t->cover_hi[0][i0] &&               \
                                  t->cover_lo[1][i1] < t->cover_hi[1][i1];                          \
@@ -440,24 +462,25 @@ int32_t opc_exec_avgpool_grad(opc_call *c, const void *plan_v, opc_tensor *outs)
     if (!ap_tables_make(p, &t)) return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "cannot allocate the window tables");
     int nt = pool_threads(c, p->planes, p->planes * 2 * xs);
     int failed = 0;
-    /* every plane divides by the same window counts: one table of them, as T */
+    /* every plane divides by the same window counts: one table of their reciprocals, as T (a multiply
+     * per element: a vector divide costs ~10x its throughput; counts that are powers of 2 stay exact) */
 #define RUN(SFX, T)                                                                                \
     {                                                                                              \
-        T *div = malloc((size_t)(ys + 1) * sizeof(T));                                             \
-        for (int64_t a = 0, j = 0; div && a < p->out[0]; a++)                                      \
+        T *rcp = malloc((size_t)(ys + 1) * sizeof(T));                                             \
+        for (int64_t a = 0, j = 0; rcp && a < p->out[0]; a++)                                      \
             for (int64_t b = 0; b < p->out[1]; b++)                                                \
                 for (int64_t e = 0; e < p->out[2]; e++, j++)                                       \
-                    div[j] = (T)(t.cnt[0][a] * t.cnt[1][b] * t.cnt[2][e]);                         \
-        failed = !div;                                                                             \
-        _Pragma("omp parallel num_threads(nt) if(nt > 1) reduction(max : failed)") if (div) {      \
+                    rcp[j] = (T)1 / (T)(t.cnt[0][a] * t.cnt[1][b] * t.cnt[2][e]);                   \
+        failed = !rcp;                                                                             \
+        _Pragma("omp parallel num_threads(nt) if(nt > 1) reduction(max : failed)") if (rcp) {      \
             int64_t lo, hi;                                                                        \
             opc_split(p->planes, omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);        \
             T *sdy = malloc((size_t)(ys + 1) * sizeof(T));                                         \
-            if (sdy) ap_planes_##SFX((const T *)dy, (T *)dx, p, &t, div, sdy, lo, hi);             \
+            if (sdy) ap_planes_##SFX((const T *)dy, (T *)dx, p, &t, rcp, sdy, lo, hi);             \
             failed = !sdy;                                                                         \
             free(sdy);                                                                             \
         }                                                                                          \
-        free(div);                                                                                 \
+        free(rcp);                                                                                 \
     }
     switch (p->dtype) {
     case OPC_FLOAT: RUN(f32, float) break;
