@@ -109,7 +109,8 @@ int32_t opc_prep_maxpool_grad(opc_call *c, void *plan_v, opc_shape *outs) {
                                const mp_plan *p, int64_t p0, int64_t p1) {                         \
         int status = 0;                                                                            \
         const int64_t lines = (p->x_plane * (int64_t)sizeof(T) + 63) / 64;                         \
-        const int64_t per = (lines + (p->y_plane + 15) / 16 - 1) / ((p->y_plane + 15) / 16);        \
+        const int64_t groups = p->y_plane > 0 ? (p->y_plane + 15) / 16 : 1; /* of 16 entries */     \
+        const int64_t per = (lines + groups - 1) / groups; /* next-plane lines per group */         \
         for (int64_t q = p0; q < p1; q++) {                                                        \
             const int64_t base = q * p->x_plane;                                                   \
             T *restrict plane = dx + base;                                                         \

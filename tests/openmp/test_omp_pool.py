@@ -27,6 +27,18 @@ def test_max_pool_grad_indices_in_other_planes(lib, rng):
     np.testing.assert_allclose(got, max_pool_grad(dy, indices, dX_shape=(2, 3, 4, 4)), rtol=1e-12)
 
 
+@pytest.mark.parametrize("dy_shape", [(2, 3, 0, 2), (2, 3, 1, 1)])
+def test_max_pool_grad_with_few_or_no_dy_entries(lib, dy_shape):
+    """A dY plane emptier than dX's (no entries, or one for the whole plane): the per-plane work split
+    still leaves dX zero but for the named elements, at any thread count."""
+    dy = np.full(dy_shape, 2.0, np.float32)
+    plane = np.arange(2 * 3).reshape(2, 3, 1, 1) * 16
+    indices = np.broadcast_to(plane + 5, dy_shape).copy()
+    for threads in (1, 2):
+        got = lib.run("MaxPoolGrad", [dy, indices], {"dX_shape": [2, 3, 4, 4]}, threads=threads)[0]
+        np.testing.assert_array_equal(got, max_pool_grad(dy, indices, dX_shape=(2, 3, 4, 4)))
+
+
 @pytest.mark.parametrize("bad", [16, -1, 2**62, -(2**63)])
 def test_max_pool_grad_rejects_out_of_range_indices(lib, bad):
     indices = np.array([0, 5, bad, 7], dtype=np.int64).reshape(1, 1, 2, 2)
