@@ -1,6 +1,10 @@
 """`opconform bench`: figures for every selected workload and backend, in the report's schema, with
 problems recorded instead of ending the run. Timings are never asserted (a benchmark, not a timed test)."""
 import json
+import os
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -135,9 +139,29 @@ def test_each_isa_level_is_measured_and_named(tmp_path, capsys):
         assert [e["isa"] for e in doc["isa_levels"]] == levels
         assert [e["isa_kernels"] for e in doc["isa_levels"]] == levels  # what the loaded library says it is
         assert [e["isa_forced_torch"] for e in doc["isa_levels"]] == [runner.ATEN_CAPABILITY[v] for v in levels]
+        assert [e["torch_isa_env"] for e in doc["isa_levels"]] == [runner.torch_isa_env_text(v) for v in levels]
     assert [r["isa"] for r in doc["results"]] == levels
     printed = capsys.readouterr().out
     assert all(f"ReluGrad             small       {level}" in printed for level in levels)
+
+
+@pytest.mark.parametrize("level, expected", [("avx2", "Intel AVX2"), ("baseline", "Intel SSE4.1")])
+def test_torch_libraries_are_held_to_the_level(level, expected):
+    """oneDNN (torch's LSTM, GRU and convolutions) and MKL (its matrix products) ignore ATEN_CPU_CAPABILITY:
+    the bench's environment for a level must cap them too, or an avx2 row compares with AVX-512 code."""
+    pytest.importorskip("torch")
+    from harness.backends import openmp_lib
+
+    if "avx2" not in openmp_lib.available_isa_levels():
+        pytest.skip("this CPU has no AVX2: nothing above the level to cap")
+    code = "import torch; torch.nn.LSTM(4, 4)(torch.zeros(2, 1, 4)); a = torch.ones(8, 8); a @ a"
+    env = {**os.environ, **runner.TORCH_ISA_ENV[level], "ONEDNN_VERBOSE": "1", "MKL_VERBOSE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120).stdout
+    onednn = re.search(r"onednn_verbose,.*,cpu,isa:(.*)", out)
+    assert onednn and onednn.group(1).strip() == expected, out[:2000]
+    mkl = re.search(r"MKL_VERBOSE oneMKL.*? for (.*?) enabled processors", out)
+    mkl_name = {"avx2": "(Intel(R) AVX2)", "baseline": "(Intel(R) SSE4.2)"}[level]
+    assert mkl is None or mkl_name in mkl.group(1), mkl.group(0)  # a torch without MKL has nothing to cap
 
 
 def test_a_level_the_cpu_lacks_is_refused_with_the_reason(monkeypatch):

@@ -6,8 +6,8 @@ end of the run); reference and torch time in this process. The JSON is rewritten
 workload, so an interrupted run keeps what it measured.
 
 ISA levels: each level runs with the openmp kernels forced to it (OPCONFORM_ISA) and torch forced to
-the same level (ATEN_CPU_CAPABILITY, which torch reads once at import), so a ratio compares like with
-like. Several levels (`--isa baseline,avx2`) run one after another, each in a child process of its own
+the same level (TORCH_ISA_ENV: ATen's ATEN_CPU_CAPABILITY, and the caps of the oneDNN and MKL inside
+torch, all read once), so a ratio compares like with like. Several levels (`--isa baseline,avx2`) run one after another, each in a child process of its own
 (torch cannot change level once imported), and their rows land in one JSON, each tagged with its
 level. onnxruntime picks its own code path (MLAS dispatch) and cannot be forced: its column is what
 it chose on this CPU.
@@ -36,8 +36,21 @@ from harness.bench.workloads import ELEMENTWISE_SIZES, WORKLOADS, Workload
 SCHEMA = "opconform-bench/1"
 BACKENDS = ("openmp", "ort", "torch", "reference")
 TORCH_PIN = "2.13.0"
-# torch's name for each of our ISA levels (ATEN_CPU_CAPABILITY)
-ATEN_CAPABILITY = {"baseline": "default", "avx2": "avx2", "avx512": "avx512"}
+# What holds torch to each of our ISA levels. ATen's own kernels read ATEN_CPU_CAPABILITY, but the oneDNN
+# (LSTM, GRU, convolution) and MKL (matrix products) inside torch dispatch on their own and ignore it: under
+# ATEN_CPU_CAPABILITY=avx2 alone, torch's LSTM ran oneDNN's AVX-512 code (ONEDNN_VERBOSE). Their lowest
+# levels, SSE4.1 and SSE4.2, are the nearest to our x86-64 baseline.
+TORCH_ISA_ENV = {
+    "baseline": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
+               "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
+}
+ATEN_CAPABILITY = {level: env["ATEN_CPU_CAPABILITY"] for level, env in TORCH_ISA_ENV.items()}
+
+
+def torch_isa_env_text(level: str) -> str:
+    return " ".join(f"{k}={v}" for k, v in TORCH_ISA_ENV[level].items())
 
 
 class BenchError(Exception):
@@ -105,7 +118,7 @@ def run_bench(catalog, options: BenchOptions, log=print) -> dict:
         return _run_level(catalog, options, levels[0], log)
     doc = None
     for level in levels:
-        log(f"ISA level {level}: a child process with OPCONFORM_ISA={level} ATEN_CPU_CAPABILITY={ATEN_CAPABILITY[level]}")
+        log(f"ISA level {level}: a child process with OPCONFORM_ISA={level} {torch_isa_env_text(level)}")
         part = _run_child(catalog, options, level, log)
         if doc is None:
             doc = {**part, "results": [], "problems": [], "isa_levels": []}
@@ -132,7 +145,7 @@ def _run_child(catalog, options: BenchOptions, level: str, log) -> dict:
         argv += ["--sizes", ",".join(options.sizes)] if options.sizes else []
         argv += ["--bandwidth"] if options.bandwidth else []
         argv += ["--quick"] if options.quick else []
-        env = {**os.environ, "OPCONFORM_ISA": level, "ATEN_CPU_CAPABILITY": ATEN_CAPABILITY[level]}
+        env = {**os.environ, "OPCONFORM_ISA": level, **TORCH_ISA_ENV[level]}
         child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in child.stderr:  # its progress, as it comes
             log(line.rstrip("\n"))
@@ -145,7 +158,7 @@ def _run_child(catalog, options: BenchOptions, level: str, log) -> dict:
 def _run_level(catalog, options: BenchOptions, level: str, log) -> dict:
     # The workers (openmp) and torch read these when they start or import: set before either, and
     # put back afterwards (the backends' workers are closed by then).
-    saved = {k: os.environ.get(k) for k in ("OPCONFORM_ISA", "ATEN_CPU_CAPABILITY")}
+    saved = {k: os.environ.get(k) for k in ("OPCONFORM_ISA", *TORCH_ISA_ENV[level])}
     try:
         return _measure_level(catalog, options, level, log)
     finally:
@@ -159,10 +172,10 @@ def _run_level(catalog, options: BenchOptions, level: str, log) -> dict:
 def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
     os.environ["OPCONFORM_ISA"] = level
     wanted_capability = ATEN_CAPABILITY[level]
-    if "torch" in sys.modules and os.environ.get("ATEN_CPU_CAPABILITY") != wanted_capability:
-        log(f"torch was imported before the bench set ATEN_CPU_CAPABILITY={wanted_capability}: its level is "
+    if "torch" in sys.modules and any(os.environ.get(k) != v for k, v in TORCH_ISA_ENV[level].items()):
+        log(f"torch was imported before the bench set {torch_isa_env_text(level)}: its level is "
             f"recorded as it is")
-    os.environ["ATEN_CPU_CAPABILITY"] = wanted_capability
+    os.environ.update(TORCH_ISA_ENV[level])
     workloads = select(options)
     budget = QUICK if options.quick else Budget()
     unknown = [b for b in options.backends if b not in BACKENDS]
@@ -186,6 +199,7 @@ def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
            "environment": {**environment.describe(Path.cwd()), "torch": torch_version,
                            "repetitions": ", ".join(f"{k} {v}" for k, v in budget.as_dict().items()),
                            "isa": level, "isa_forced_torch": wanted_capability,
+                           "torch_isa_env": torch_isa_env_text(level),
                            "torch_cpu_capability": _torch_capability(torch) if torch else "not run",
                            "ort_isa": "its own dispatch (MLAS), not forced",
                            **_kernel_build(backends.get("openmp"))},
@@ -331,12 +345,13 @@ def table(doc: dict) -> str:
                      f"'% of limit': memory-bound rows against a "
                      f"triad on the same bytes timed in the same rounds, the others against sgemm")
     lines.append("medians of repeated calls; /ort and /torch are openmp's median over the peer's (below 1: openmp faster); "
-                 "isa: the level openmp ran at, torch forced to the same (ATEN_CPU_CAPABILITY), ort its own dispatch")
+                 "isa: the level openmp ran at, torch forced to the same (ATen, and the oneDNN and MKL inside it), "
+                 "ort its own dispatch")
     torch_levels = [e for e in doc.get("isa_levels", [doc.get("environment", {})])
                     if e.get("torch_cpu_capability") not in (None, "not run")]
     for e in torch_levels:
-        lines.append(f"torch at isa {e.get('isa')}: ATEN_CPU_CAPABILITY={e.get('isa_forced_torch')}, "
-                     f"torch reports {e.get('torch_cpu_capability')}")
+        forced = e.get("torch_isa_env") or f"ATEN_CPU_CAPABILITY={e.get('isa_forced_torch')}"  # older files
+        lines.append(f"torch at isa {e.get('isa')}: {forced}, torch reports {e.get('torch_cpu_capability')}")
     return "\n".join(lines)
 
 

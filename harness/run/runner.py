@@ -29,10 +29,11 @@ from harness.core.status import STATUSES, UNEXPECTED
 from harness.core.spec_loader import Catalog
 
 
-# Environment variables that set how many threads the backends' kernels and BLAS use.
-# Environment that changes what the backends compute or how fast: recorded with every run.
+# Environment that changes what the backends compute or how fast (threads, ISA levels, libraries):
+# recorded with every run.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "MKL_NUM_THREADS",
-                    "OPCONFORM_KERNELS_LIB", "OPCONFORM_ISA", "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY", "LD_PRELOAD")
+                    "OPCONFORM_KERNELS_LIB", "OPCONFORM_ISA", "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY",
+                    "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "LD_PRELOAD")
 
 
 class RunError(Exception):
