@@ -29,6 +29,7 @@ import numpy as np
 from harness.run import environment
 from harness.backends import create
 from harness.backends.base import Request
+from harness.bench.allocator import warm_allocator
 from harness.bench.limits import sgemm_gflops, triad_call, triad_gbs
 from harness.core.timing import QUICK, Budget, median_and_spread, repeat
 from harness.bench.workloads import ELEMENTWISE_SIZES, WORKLOADS, Workload
@@ -210,10 +211,12 @@ def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
         if options.bandwidth:
             _measure_limits(doc, options.threads, budget, log)
             _save(doc, options.out)
-        for w in workloads:
-            doc["results"].append({**_bench_one(catalog, w, backends, torch, budget, problems, log,
-                                                options.threads, options.bandwidth), "isa": level})
-            _save(doc, options.out)
+        with warm_allocator() as allocator:  # the in-process peers' outputs, as openmp's and ort's
+            doc["environment"]["peer_allocator"] = allocator
+            for w in workloads:
+                doc["results"].append({**_bench_one(catalog, w, backends, torch, budget, problems, log,
+                                                    options.threads, options.bandwidth), "isa": level})
+                _save(doc, options.out)
     finally:
         for backend in backends.values():
             backend.close()
@@ -347,6 +350,9 @@ def table(doc: dict) -> str:
     lines.append("medians of repeated calls; /ort and /torch are openmp's median over the peer's (below 1: openmp faster); "
                  "isa: the level openmp ran at, torch forced to the same (ATen, and the oneDNN and MKL inside it), "
                  "ort its own dispatch")
+    allocator = doc.get("environment", {}).get("peer_allocator")
+    if allocator:
+        lines.append(f"torch and reference allocate per call, in this process: {allocator}")
     torch_levels = [e for e in doc.get("isa_levels", [doc.get("environment", {})])
                     if e.get("torch_cpu_capability") not in (None, "not run")]
     for e in torch_levels:
