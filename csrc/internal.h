@@ -97,9 +97,11 @@ static inline void opc_split(int64_t n, int nth, int tid, int64_t align, int64_t
 
 /* memory ------------------------------------------------------------------------------------ */
 /* Prefetch [p, p + bytes) for writing, a 64-byte line at a time, at most OPC_PREFETCH_MAX bytes (a
- * page). For outputs written in order that the hardware prefetcher fetches for ownership too late (it
- * stops at page boundaries, and stores wait for their lines): the pool and gather gradients, where each
- * use was measured. Prefetching never faults, so the range may run past an array's end. */
+ * page). For outputs written in order that the hardware prefetcher fetches too late (it stops at page
+ * boundaries, and stores wait for their lines): the pool and gather gradients, where each use was
+ * measured. None of the three levels has PRFCHW, so the write hint compiles to prefetcht0, which is what
+ * was measured: a line no other core holds arrives exclusive, and the store needs no further request.
+ * Prefetching never faults, so the range may run past an array's end. */
 #define OPC_PREFETCH_MAX 4096
 static inline void opc_prefetch_w(const void *p, int64_t bytes) {
     if (bytes > OPC_PREFETCH_MAX) bytes = OPC_PREFETCH_MAX;
