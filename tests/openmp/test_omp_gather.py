@@ -37,8 +37,10 @@ def test_gather_grad_matches_reference(lib, rng, x_shape, axis, idx_shape, dtype
                                                       ((4, 5, 6), -3, (10, 5, 6)), ((9,), 0, (30,)),
                                                       # dX past the in-cache slab size: zeroed in place, columns split
                                                       ((3000, 30), 0, (3500, 30)), ((2, 3000, 30), 1, (2, 100, 17)),
-                                                      # ... in several 1 MiB tiles per thread
-                                                      ((2000, 300), 0, (2500, 300))])
+                                                      # ... in several 1 MiB tile buffers per thread
+                                                      ((2000, 300), 0, (2500, 300)),
+                                                      # ... an axis too long for a tile buffer: in place
+                                                      ((20000, 20), 0, (20000, 20))])
 def test_gather_elements_grad_matches_reference(lib, rng, x_shape, axis, idx_shape, dtype, idx_type):
     dim = x_shape[axis]
     idx = rng.integers(-dim, dim, idx_shape).astype(idx_type)
@@ -118,6 +120,14 @@ def test_out_of_range_indices_rejected(lib, bad, idx_type):
         lib.run("GatherGrad", [np.array([5, 3]), idx, np.ones((4, 3), np.float32)], {}, threads=2)
     with pytest.raises(lib.KernelError, match=rf"indices holds {bad} at position 2, outside \[-5, 4\]"):
         lib.run("GatherElementsGrad", [np.ones((4, 1), np.float32), np.array([5, 3]), idx.reshape(4, 1)], {}, threads=2)
+
+
+@pytest.mark.parametrize("x_shape", [(3000, 30), (20000, 20)])  # column mode: via a tile buffer, in place
+def test_out_of_range_index_rejected_in_column_mode(lib, x_shape):
+    idx = np.zeros(x_shape, np.int64)
+    idx[1234, 5] = x_shape[0]
+    with pytest.raises(lib.KernelError, match=rf"indices holds {x_shape[0]} at position {1234 * x_shape[1] + 5}, outside"):
+        lib.run("GatherElementsGrad", [np.ones(x_shape, np.float32), np.array(x_shape), idx], {}, threads=2)
 
 
 def test_any_index_into_an_empty_axis_is_rejected(lib):
