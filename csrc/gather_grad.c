@@ -341,19 +341,30 @@ static int64_t ge_lead_offset(const ge_plan *p, int64_t a) {
  * another page (rows of indices and dY), where the hardware prefetcher stops; 8 % faster along axis 0. */
 #define GE_AHEAD 8
 
+/* The next slab (`ahead`, `lines` of it), prefetched for writing while the current one is scattered: line l
+ * with the scatter's element l, rather than all lines in one burst, which left the fill buffers full and the
+ * scatter's own loads waiting; 3-9 % faster along the last axis (8192 x 1024 X, 256 picks a row), 14-17 %
+ * along a middle one (256 x 64 x 512). The last-axis loop spells the same loop out: through this function
+ * GCC compiled it 15 % slower. */
+static inline void ge_ahead(const char *ahead, int64_t lines, int64_t l0, int64_t l1) {
+    for (int64_t l = l0; l < l1 && l < lines; l++) __builtin_prefetch(ahead + 64 * l, 1);
+}
+
 /* One leading index a of indices, columns [b0, b1): walks the axis in order, adding dY into base (dX at a's
  * leading offset, a slab buffer, or a tile buffer whose rows are xs apart and start at column c0). Returns 1
  * when an index is out of range (it is skipped, never used). */
 #define GE_SCATTER(SFX, T, AT, LD, IT)                                                                  \
     static int ge_scatter_##SFX(const T *restrict dy, const IT *restrict ix, AT *restrict base,         \
                                 const int64_t *restrict tail, const ge_plan *p, int64_t a, int64_t b0,  \
-                                int64_t b1, int64_t xs, int64_t c0) {                                   \
+                                int64_t b1, int64_t xs, int64_t c0, const char *ahead, int64_t lines) { \
         int bad = 0;                                                                                    \
         const int64_t B = p->B, n = p->n;                                                               \
         if (B == 1) { /* the last axis: one element per step along it */                               \
             const IT *restrict ip = ix + a * p->m;                                                      \
             const T *restrict g = dy + a * p->m;                                                        \
             for (int64_t j = 0; j < p->m; j++) {                                                        \
+                if (ahead && (j & 3) == 0)                                                              \
+                    for (int64_t l = j; l < j + 4 && l < lines; l++) __builtin_prefetch(ahead + 64 * l, 1); \
                 int64_t v = ip[j];                                                                      \
                 v += v < 0 ? n : 0;                                                                     \
                 if ((uint64_t)v >= (uint64_t)n) {                                                       \
@@ -362,11 +373,13 @@ static int64_t ge_lead_offset(const ge_plan *p, int64_t a) {
                 }                                                                                       \
                 base[v * xs] += LD(g, j);                                                               \
             }                                                                                           \
+            if (ahead) ge_ahead(ahead, lines, (p->m + 3) / 4 * 4, lines); /* fewer elements than lines */ \
             return bad;                                                                                 \
         }                                                                                               \
         for (int64_t j = 0; j < p->m; j++) {                                                            \
             const IT *restrict ip = ix + (a * p->m + j) * B;                                            \
             const T *restrict g = dy + (a * p->m + j) * B;                                              \
+            if (ahead) ge_ahead(ahead, lines, j * (b1 - b0), (j + 1) * (b1 - b0));                       \
             if (j + GE_AHEAD < p->m) { /* see GE_AHEAD */                                               \
                 opc_prefetch((const char *)(ip + GE_AHEAD * B + b0), (b1 - b0) * (int64_t)sizeof(IT));  \
                 opc_prefetch((const char *)(g + GE_AHEAD * B + b0), (b1 - b0) * (int64_t)sizeof(T));    \
@@ -381,6 +394,7 @@ static int64_t ge_lead_offset(const ge_plan *p, int64_t a) {
                 base[v * xs + (tail ? tail[b] : b) - c0] += LD(g, b);                                   \
             }                                                                                           \
         }                                                                                               \
+        if (ahead) ge_ahead(ahead, lines, p->m * (b1 - b0), lines);                                     \
         return bad;                                                                                     \
     }
 GE_SCATTER(f32_i64, float, float, LD_ID, int64_t)
@@ -391,15 +405,15 @@ GE_SCATTER(f16_i64, uint16_t, float, LD_F16, int64_t)
 GE_SCATTER(f16_i32, uint16_t, float, LD_F16, int32_t)
 
 static int ge_scatter(const ge_plan *p, const void *dy, const void *ix, void *base, const int64_t *tail, int64_t a,
-                      int64_t b0, int64_t b1, int64_t xs, int64_t c0) {
+                      int64_t b0, int64_t b1, int64_t xs, int64_t c0, const char *ahead, int64_t lines) {
     const bool i64 = p->idx_dtype == OPC_INT64;
     switch (p->dtype) {
     case OPC_FLOAT:
-        return i64 ? ge_scatter_f32_i64(dy, ix, base, tail, p, a, b0, b1, xs, c0) : ge_scatter_f32_i32(dy, ix, base, tail, p, a, b0, b1, xs, c0);
+        return i64 ? ge_scatter_f32_i64(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines) : ge_scatter_f32_i32(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines);
     case OPC_DOUBLE:
-        return i64 ? ge_scatter_f64_i64(dy, ix, base, tail, p, a, b0, b1, xs, c0) : ge_scatter_f64_i32(dy, ix, base, tail, p, a, b0, b1, xs, c0);
+        return i64 ? ge_scatter_f64_i64(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines) : ge_scatter_f64_i32(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines);
     case OPC_FLOAT16:
-        return i64 ? ge_scatter_f16_i64(dy, ix, base, tail, p, a, b0, b1, xs, c0) : ge_scatter_f16_i32(dy, ix, base, tail, p, a, b0, b1, xs, c0);
+        return i64 ? ge_scatter_f16_i64(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines) : ge_scatter_f16_i32(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines);
     default: return 0;
     }
 }
@@ -505,11 +519,13 @@ int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan_v, opc_tenso
             } else {
                 for (int64_t s = lo; s < hi; s++) {
                     void *out = (char *)dx + s * slab * (int64_t)esize, *sums = in_place ? out : buf;
-                    if (in_place && s + 1 < hi) /* the next slab, likely on another page */
-                        opc_prefetch_w((char *)out + slab * (int64_t)esize, slab * (int64_t)esize);
+                    /* the next slab, likely on another page, at most OPC_PREFETCH_MAX of it (see ge_ahead) */
+                    const char *next = in_place && s + 1 < hi ? (const char *)out + slab * (int64_t)esize : NULL;
+                    const int64_t bytes = slab * (int64_t)esize < OPC_PREFETCH_MAX ? slab * (int64_t)esize : OPC_PREFETCH_MAX;
                     memset(sums, 0, (size_t)slab * asize);
                     int64_t a = ge_slab_to_a(p, s);
-                    if (a >= 0) bad |= ge_scatter(p, dy, ix, sums, tail, a, 0, p->B, p->xstride[p->axis], 0);
+                    if (a >= 0) bad |= ge_scatter(p, dy, ix, sums, tail, a, 0, p->B, p->xstride[p->axis], 0, next, (bytes + 63) / 64);
+                    else if (next) ge_ahead(next, (bytes + 63) / 64, 0, (bytes + 63) / 64);
                     if (!in_place) ge_store(p, out, buf, slab, stream);
                 }
                 if (stream) GG_FENCE();
@@ -539,14 +555,14 @@ int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan_v, opc_tenso
                     const int64_t t1 = t0 + tile < b1 ? t0 + tile : b1;
                     if (tb) {
                         memset(tb, 0, (size_t)(p->n * (t1 - t0)) * esize);
-                        bad |= ge_scatter(p, dy, ix, tb, NULL, a, t0, t1, t1 - t0, t0);
+                        bad |= ge_scatter(p, dy, ix, tb, NULL, a, t0, t1, t1 - t0, t0, NULL, 0);
                         ge_tile_out(p, base, tb, tail, t0, t1, esize);
                         continue;
                     }
                     if (covers) /* every dX column is an index column (same dims): zero the tile's block here */
                         for (int64_t v = 0; v < p->n; v++)
                             memset(base + (v * xs + t0) * (int64_t)esize, 0, (size_t)(t1 - t0) * esize);
-                    bad |= ge_scatter(p, dy, ix, base, tail, a, t0, t1, xs, 0);
+                    bad |= ge_scatter(p, dy, ix, base, tail, a, t0, t1, xs, 0, NULL, 0);
                 }
             }
             free(tb);
