@@ -513,19 +513,21 @@ int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan_v, opc_tenso
             opc_split(slabs, omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);
             /* a slab goes through a buffer when it is summed wider than it is stored, or streamed out */
             const bool in_place = !wide && !stream;
+            /* lines of the next slab prefetched while a slab is scattered in place: at most OPC_PREFETCH_MAX */
+            const int64_t slab_bytes = slab * (int64_t)esize;
+            const int64_t lines = ((slab_bytes < OPC_PREFETCH_MAX ? slab_bytes : OPC_PREFETCH_MAX) + 63) / 64;
             void *buf = lo < hi && !in_place ? malloc((size_t)slab * asize) : NULL;
             if (lo < hi && !in_place && !buf) {
                 bad = 2;
             } else {
                 for (int64_t s = lo; s < hi; s++) {
-                    void *out = (char *)dx + s * slab * (int64_t)esize, *sums = in_place ? out : buf;
-                    /* the next slab, likely on another page, at most OPC_PREFETCH_MAX of it (see ge_ahead) */
-                    const char *next = in_place && s + 1 < hi ? (const char *)out + slab * (int64_t)esize : NULL;
-                    const int64_t bytes = slab * (int64_t)esize < OPC_PREFETCH_MAX ? slab * (int64_t)esize : OPC_PREFETCH_MAX;
+                    void *out = (char *)dx + s * slab_bytes, *sums = in_place ? out : buf;
+                    /* the next slab, likely on another page (see ge_ahead) */
+                    const char *next = in_place && s + 1 < hi ? (const char *)out + slab_bytes : NULL;
                     memset(sums, 0, (size_t)slab * asize);
                     int64_t a = ge_slab_to_a(p, s);
-                    if (a >= 0) bad |= ge_scatter(p, dy, ix, sums, tail, a, 0, p->B, p->xstride[p->axis], 0, next, (bytes + 63) / 64);
-                    else if (next) ge_ahead(next, (bytes + 63) / 64, 0, (bytes + 63) / 64);
+                    if (a >= 0) bad |= ge_scatter(p, dy, ix, sums, tail, a, 0, p->B, p->xstride[p->axis], 0, next, lines);
+                    else if (next) ge_ahead(next, lines, 0, lines);
                     if (!in_place) ge_store(p, out, buf, slab, stream);
                 }
                 if (stream) GG_FENCE();
