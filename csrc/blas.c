@@ -134,10 +134,43 @@ typedef float spv_u __attribute__((vector_size(16), aligned(4)));
 
 int64_t opc_sgemm_packed_size(int64_t K, int64_t N) { return (N + SP_NR - 1) / SP_NR * SP_NR * (K > 0 ? K : 1); }
 
+#if defined(__AVX2__)
+/* dst[i * ldd + r] = src[r * ld + i] for an 8 x 8 block: the unpack / shuffle / lane-swap transpose */
+static inline void sp_transpose8(const float *src, int64_t ld, float *dst, int64_t ldd) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ld);
+    for (int i = 0; i < 8; i += 2) { /* t: pairs of rows interleaved */
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) { /* u: quads of rows, one column per 128-bit lane */
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) { /* low lanes hold columns 0-3, high lanes 4-7 */
+        _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+}
+#endif
+
 void opc_sgemm_pack(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *Bp) {
     for (int64_t n0 = 0; n0 < N; n0 += SP_NR) {
         float *panel = Bp + n0 * K;
         const int64_t nc = N - n0 < SP_NR ? N - n0 : SP_NR;
+#if defined(__AVX2__)
+        if (trans_b && nc == SP_NR) { /* a full panel: 8 x 8 blocks transposed in registers, the K % 8 tail below */
+            const int64_t k8 = K / 8 * 8;
+            for (int64_t n = 0; n < SP_NR; n += 8) /* 8 rows of B read in order, into the panel (in L1) */
+                for (int64_t k = 0; k < k8; k += 8)
+                    sp_transpose8(B + (n0 + n) * ldb + k, ldb, panel + k * SP_NR + n, SP_NR);
+            for (int64_t n = 0; n < SP_NR; n++)
+                for (int64_t k = k8; k < K; k++) panel[k * SP_NR + n] = B[(n0 + n) * ldb + k];
+            continue;
+        }
+#endif
         if (trans_b) { /* B's rows are the panel's columns: read each row in order (the panel stays in L1) */
             for (int64_t n = 0; n < SP_NR; n++) {
                 const float *src = B + (n0 + n) * ldb;

@@ -8,8 +8,8 @@
  *   C = f_*Cp + i*c~, o = f(a_o + Po*C), H = o*h(C).
  * Hidden columns are cut into fixed blocks (rnn_blocks, by H alone), each thread owning whole blocks;
  * W's and R's rows are permuted block-major (block [j0, j1) holds rows i j0..j1, o j0..j1, f j0..j1,
- * c j0..j1), so one product gives a block's columns of all four gates. Steps go in chunks of about 384
- * rows (lstm_chunk_steps, by S and B alone): per chunk each thread computes its blocks' X W^T for the
+ * c j0..j1), so one product gives a block's columns of all four gates. Steps go in chunks of about 768 KiB
+ * of products (lstm_chunk_steps, by the shapes alone): per chunk each thread computes its blocks' X W^T for the
  * chunk's steps into xw (a chunk-sized buffer that stays in cache), then per step adds Hp R^T into its
  * columns of xw (beta = 1) and runs its gate loop there; the end-of-step barrier is the only point
  * where threads meet (the next products read all of H). float32 products use opc_sgemm_packed with
@@ -209,7 +209,7 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
     const int nt = c->threads;
     T *hall = outs[0].data, *ht_all = outs[1].data, *ct_all = outs[2].data, *call = outs[3].data, *iofc = outs[4].data;
     const size_t es = sizeof(T);
-    const int64_t tc = lstm_chunk_steps(S, B);
+    const int64_t tc = lstm_chunk_steps(S, B, H, es);
     T *xw = malloc((size_t)(tc * B * H4 + 1) * es); /* one chunk of steps of X W^T (+ Hp R^T), block-major */
     T *wp = malloc((size_t)(H4 * I + 1) * es);
     T *rp = malloc((size_t)(H4 * H + 1) * es);
@@ -244,7 +244,7 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
         const T *peep = p_all ? p_all + d * 3 * H : NULL;
         for (int64_t j = 0; j < H4; j++) bsum[j] = bias_all ? bias_all[d * 8 * H + j] + bias_all[d * 8 * H + H4 + j] : 0;
         /* One parallel region for the whole recurrence; each thread owns whole column blocks (fixed by H) and, per
-         * chunk of tc steps (fixed by S and B), computes its blocks' X W^T for the chunk, then per step their
+         * chunk of tc steps (fixed by the shapes), computes its blocks' X W^T for the chunk, then per step their
          * Hp R^T and gates. Only the end-of-step barrier is shared (the next step's products read all of H). */
 #pragma omp parallel num_threads(nth)
         {

@@ -191,6 +191,18 @@ def test_forward_features(lib, rng, extra, lens, peep, dtype):
         assert np.abs(unclipped[4] - got[4]).max() > 1e-3
 
 
+@pytest.mark.parametrize("I", [20, 16])
+def test_forward_whole_packed_panels(lib, rng, I):
+    """float32 with W and R wide enough to fill whole packed panels (transposed in 8 x 8 blocks, I = 20 with a
+    K % 8 tail) and spanning several steps of a chunk: against the float64 reference. The small cases above fill
+    no panel at AVX-512."""
+    S, nb, H = 7, 6, 40
+    ins = cast(make_inputs(rng, S, nb, I, H, 1, peep=True, scale=1 / np.sqrt(H)), np.float32)
+    got = lib.run("LSTMTraining", ins, {"hidden_size": H}, threads=2)
+    for g, w, name in zip(got, lstm_training(*cast(ins, np.float64), hidden_size=H), TRAIN_OUT):
+        close(g, w, 2e-6, name)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("extra,lens,peep", [f for f in FEATURES if "clip" not in f[0]],
                          ids=[i for i, f in zip(FEATURE_IDS, FEATURES) if "clip" not in f[0]])
