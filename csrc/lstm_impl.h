@@ -403,7 +403,8 @@ typedef struct {
     const T *zero;            /* >= H zeros */
     const T *dn;              /* incoming dH [B, H] */
     T *dc;                    /* carried dC [B, H] */
-    T *dat;                   /* dA step slice [B, 4H] */
+    T *dat;                   /* dA step slice [B, 4H], rows ld apart */
+    int64_t ld;
     T *scr;                   /* any activations: 6 slices of [B, H] */
     T *pacc;                  /* [3H] dP accumulators (i, o, f), or NULL */
 } SFX(bctx);
@@ -432,7 +433,7 @@ static void SFX(bw_gates)(const SFX(bctx) *x, int64_t j0, int64_t j1) {
     const int64_t H = x->H, H4 = 4 * H, B = x->B, w = j1 - j0, t = x->t;
     const size_t bytes = (size_t)w * sizeof(T);
     for (int64_t b = 0; b < B; b++) {
-        T *o = x->dat + b * H4 + j0;
+        T *o = x->dat + b * x->ld + j0;
         if (!SFX(blive)(x, b)) { /* zero gate gradients; dC and dH (phase 2) pass through */
             memset(o, 0, bytes);
             memset(o + H, 0, bytes);
@@ -497,7 +498,10 @@ static int32_t SFX(lstm_backward)(opc_call *c, const lstm_plan *p, opc_tensor *o
     if (!dX && !dW_all && !dR_all && !dB_all && !dH0_all && !dC0_all && !dP_all) return OPC_OK;
     const bool any = !p->fast[0] || (D == 2 && !p->fast[1]);
     const size_t es = sizeof(T);
-    T *dA = malloc((size_t)(SB * H4 + 1) * es);
+    /* dA's rows: a multiple of 2 KiB apart (4H = 1024 floats: 4 KiB) would put the rows a GEMM tile reads at once
+     * in one or two L1 sets; a cache line more spreads them */
+    const int64_t ld = H4 * (int64_t)es % 2048 == 0 ? H4 + 64 / (int64_t)es : H4;
+    T *dA = malloc((size_t)(SB * ld + 1) * es);
     /* dW and dR come from one GEMM, dA^T [X | Hp] (either wanted: both computed, so a subset gives the same bits) */
     const int64_t IH = I + H;
     const bool wr = dW_all || dR_all;
@@ -543,7 +547,7 @@ static int32_t SFX(lstm_backward)(opc_call *c, const lstm_plan *p, opc_tensor *o
 #endif
             SFX(bctx) bx = {.B = B, .H = H, .D = D, .d = d, .S = S, .ifg = p->input_forget, .reverse = reverse,
                             .lens = lens, .c0 = c0, .call = call, .iofc = iofc, .zero = zero, .dc = dc, .scr = scr,
-                            .pacc = pacc};
+                            .pacc = pacc, .ld = ld};
             if (!p->fast[d]) {
                 bx.f = &p->act[d][0];
                 bx.g = &p->act[d][1];
@@ -566,16 +570,16 @@ static int32_t SFX(lstm_backward)(opc_call *c, const lstm_plan *p, opc_tensor *o
                 const int64_t t = reverse ? S - 1 - step : step;
                 bx.t = t;
                 bx.dn = din;
-                bx.dat = dA + t * B * H4;
+                bx.dat = dA + t * B * ld;
                 bx.dhall_t = dhall ? dhall + (t * D + d) * BH : NULL;
                 for (int64_t k = k0; k < k1; k++) SFX(bw_gates)(&bx, k * hb, k * hb + hb < H ? k * hb + hb : H);
 #pragma omp barrier
                 for (int64_t k = k0; k < k1; k++) {
                     const int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
 #if LSTM_PACKED
-                    opc_sgemm_packed(B, w, H4, bx.dat, H4, rk + k * pk, false, dout + j0, H);
+                    opc_sgemm_packed(B, w, H4, bx.dat, ld, rk + k * pk, false, dout + j0, H);
 #else
-                    opc_gemm(DT, false, false, B, w, H4, 1.0, bx.dat, H4, R + j0, H, 0.0, dout + j0, H);
+                    opc_gemm(DT, false, false, B, w, H4, 1.0, bx.dat, ld, R + j0, H, 0.0, dout + j0, H);
 #endif
                     if (lens) /* rows past their length pass dH through exactly (0 * R could be NaN) */
                         for (int64_t b = 0; b < B; b++)
@@ -591,9 +595,9 @@ static int32_t SFX(lstm_backward)(opc_call *c, const lstm_plan *p, opc_tensor *o
         T *dW = dW_all ? dW_all + d * H4 * I : NULL, *dR = dR_all ? dR_all + d * H4 * H : NULL;
         if (dH0_all) memcpy(dH0_all + d * BH, dres, (size_t)BH * es);
         if (dC0_all) memcpy(dC0_all + d * BH, dc, (size_t)BH * es);
-        if (dX) SFX(gemm_rows)(false, SB, I, H4, dA, H4, W, I, d == 0 ? 0.0 : 1.0, dX, I, nt);
+        if (dX) SFX(gemm_rows)(false, SB, I, H4, dA, ld, W, I, d == 0 ? 0.0 : 1.0, dX, I, nt);
         if (wr) {
-            SFX(gemm_rows)(true, H4, IH, SB, dA, H4, xh, IH, 0.0, dwr, IH, nt);
+            SFX(gemm_rows)(true, H4, IH, SB, dA, ld, xh, IH, 0.0, dwr, IH, nt);
             for (int64_t r = 0; r < H4; r++) {
                 if (dW) memcpy(dW + r * I, dwr + r * IH, (size_t)I * es);
                 if (dR) memcpy(dR + r * H, dwr + r * IH + I, (size_t)H * es);
@@ -604,7 +608,7 @@ static int32_t SFX(lstm_backward)(opc_call *c, const lstm_plan *p, opc_tensor *o
             const int64_t ncb = (H4 + 63) / 64; /* column chunks of 64, each summed over the rows in order */
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && SB * H4 >= opc_grain(1 << 16))
             for (int64_t q = 0; q < ncb; q++)
-                SFX(colsum)(dA + q * 64, SB, q * 64 + 64 < H4 ? 64 : H4 - q * 64, H4, dB + q * 64);
+                SFX(colsum)(dA + q * 64, SB, q * 64 + 64 < H4 ? 64 : H4 - q * 64, ld, dB + q * 64);
             memcpy(dB + H4, dB, (size_t)H4 * es);
         }
         if (dP_all) memcpy(dP_all + d * 3 * H, pacc, (size_t)(3 * H) * es);

@@ -203,6 +203,23 @@ def test_forward_whole_packed_panels(lib, rng, I):
         close(g, w, 2e-6, name)
 
 
+@pytest.mark.parametrize("dtype,H", [(np.float32, 128), (np.float64, 64)])
+def test_backward_padded_gate_rows(lib, rng, dtype, H):
+    """4H elements a multiple of 2 KiB: the gate-gradient buffer's rows get a cache line of padding (L1 sets),
+    which every product and sum over it must step over. Against the float64 reference, every output wanted."""
+    S, nb, I = 3, 5, 6
+    ins = cast(make_inputs(rng, S, nb, I, H, 2, [3, 1, 2, 0, 3], peep=False, scale=1 / np.sqrt(H)), dtype)
+    attrs = {"hidden_size": H, "direction": "bidirectional"}
+    exact = cast(ins, np.float64)
+    hall, _, _, call, iofc = lstm_training(*exact, **attrs)
+    saved = cast([hall, call, iofc], dtype)
+    grads = cast([rng.normal(size=hall.shape), rng.normal(size=(2, nb, H)), rng.normal(size=(2, nb, H))], dtype)
+    got = lib.run("LSTMGrad", grad_inputs(ins, saved, grads), attrs, threads=2)
+    want = lstm_grad(*grad_inputs(exact, cast(saved, np.float64), cast(grads, np.float64)), **attrs)
+    for g, w, name in zip(got, want, GRAD_OUT):
+        close(g, w, 1e-12 if dtype == np.float64 else 2e-5, name)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("extra,lens,peep", [f for f in FEATURES if "clip" not in f[0]],
                          ids=[i for i, f in zip(FEATURE_IDS, FEATURES) if "clip" not in f[0]])
