@@ -149,7 +149,8 @@ typedef struct {
     int64_t t;
     const T *bias;            /* [4H] Wb + Rb, gate-major */
     const T *pi, *po, *pf;    /* NULL without P */
-    T *xwt;                   /* [B, 4H] block-major, Hp R^T added */
+    T *xwt;                   /* [B, 4H] block-major, Hp R^T added; rows xld apart */
+    int64_t xld;
     const T *hp, *cp;         /* previous state [B, H] */
     T *hn, *cn;               /* next state [B, H] */
     T *gates;                 /* [B, 4H] gate-major: IOFC's step slice, or scratch */
@@ -178,7 +179,7 @@ static void SFX(fw_gates)(const SFX(fctx) *x, int64_t j0, int64_t j1) {
             if (x->call_t) memset(x->call_t + b * H + j0, 0, bytes);
             continue;
         }
-        const T *xi = x->xwt + b * H4 + 4 * j0, *xo = xi + w, *xf = xi + 2 * w, *xc = xi + 3 * w;
+        const T *xi = x->xwt + b * x->xld + 4 * j0, *xo = xi + w, *xf = xi + 2 * w, *xc = xi + 3 * w;
         if (x->f)
             SFX(fw_row_any)(x->f, x->g, x->h, x->ifg, w, x->cl, xi, xo, xf, xc, bi, bo, bf, bc, pi, po, pf, cp, g, g + H,
                             g + 2 * H, g + 3 * H, cn, hn);
@@ -210,7 +211,8 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
     T *hall = outs[0].data, *ht_all = outs[1].data, *ct_all = outs[2].data, *call = outs[3].data, *iofc = outs[4].data;
     const size_t es = sizeof(T);
     const int64_t tc = lstm_chunk_steps(S, B, H, es);
-    T *xw = malloc((size_t)(tc * B * H4 + 1) * es); /* one chunk of steps of X W^T (+ Hp R^T), block-major */
+    const int64_t xld = rnn_padded_ld(H4, es);
+    T *xw = malloc((size_t)(tc * B * xld + 1) * es); /* one chunk of steps of X W^T (+ Hp R^T), block-major */
     T *wp = malloc((size_t)(H4 * I + 1) * es);
     T *rp = malloc((size_t)(H4 * H + 1) * es);
     int64_t hb, nblk;
@@ -266,7 +268,7 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
 #endif
             }
             SFX(fctx) fx = {.B = B, .H = H, .D = D, .d = d, .cl = cl, .ifg = p->input_forget, .clip = p->has_clip,
-                            .lens = lens, .bias = bsum,
+                            .lens = lens, .bias = bsum, .xld = xld,
                             .pi = peep, .po = peep ? peep + H : NULL, .pf = peep ? peep + 2 * H : NULL};
             if (!p->fast[d]) {
                 fx.f = &p->act[d][0];
@@ -281,16 +283,16 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
                 for (int64_t k = k0; k < k1; k++) {
                     const int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
 #if LSTM_PACKED_X
-                    opc_sgemm_packed(n * B, 4 * w, I, X + tlo * B * I, I, wpk + k * pkx, false, xw + 4 * j0, H4);
+                    opc_sgemm_packed(n * B, 4 * w, I, X + tlo * B * I, I, wpk + k * pkx, false, xw + 4 * j0, xld);
 #else
                     opc_gemm(DT, false, true, n * B, 4 * w, I, 1.0, X + tlo * B * I, I, wpk + 4 * j0 * I, I, 0.0,
-                             xw + 4 * j0, H4);
+                             xw + 4 * j0, xld);
 #endif
                 }
                 for (int64_t step = s0; step < s0 + n; step++) {
                     const int64_t t = reverse ? S - 1 - step : step;
                     fx.t = t;
-                    fx.xwt = xw + (t - tlo) * B * H4;
+                    fx.xwt = xw + (t - tlo) * B * xld;
                     fx.hn = SFX(state_slot)(st, hall, lens, 0, step, t, d, D, BH);
                     fx.cn = SFX(state_slot)(st, call, lens, 2, step, t, d, D, BH);
                     fx.gates = iofc ? iofc + (t * D + d) * B * H4 : gs;
@@ -299,9 +301,9 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
                     for (int64_t k = k0; k < k1; k++) {
                         const int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
 #if LSTM_PACKED
-                        opc_sgemm_packed(B, 4 * w, H, fx.hp, H, rpk + k * pk, true, fx.xwt + 4 * j0, H4);
+                        opc_sgemm_packed(B, 4 * w, H, fx.hp, H, rpk + k * pk, true, fx.xwt + 4 * j0, xld);
 #else
-                        opc_gemm(DT, false, true, B, 4 * w, H, 1.0, fx.hp, H, rpk + 4 * j0 * H, H, 1.0, fx.xwt + 4 * j0, H4);
+                        opc_gemm(DT, false, true, B, 4 * w, H, 1.0, fx.hp, H, rpk + 4 * j0 * H, H, 1.0, fx.xwt + 4 * j0, xld);
 #endif
                         SFX(fw_gates)(&fx, j0, j0 + w);
                     }
@@ -498,9 +500,7 @@ static int32_t SFX(lstm_backward)(opc_call *c, const lstm_plan *p, opc_tensor *o
     if (!dX && !dW_all && !dR_all && !dB_all && !dH0_all && !dC0_all && !dP_all) return OPC_OK;
     const bool any = !p->fast[0] || (D == 2 && !p->fast[1]);
     const size_t es = sizeof(T);
-    /* dA's rows: a multiple of 2 KiB apart (4H = 1024 floats: 4 KiB) would put the rows a GEMM tile reads at once
-     * in one or two L1 sets; a cache line more spreads them */
-    const int64_t ld = H4 * (int64_t)es % 2048 == 0 ? H4 + 64 / (int64_t)es : H4;
+    const int64_t ld = rnn_padded_ld(H4, es); /* dA's row stride */
     T *dA = malloc((size_t)(SB * ld + 1) * es);
     /* dW and dR come from one GEMM, dA^T [X | Hp] (either wanted: both computed, so a subset gives the same bits) */
     const int64_t IH = I + H;

@@ -204,14 +204,18 @@ def test_forward_whole_packed_panels(lib, rng, I):
 
 
 @pytest.mark.parametrize("dtype,H", [(np.float32, 128), (np.float64, 64)])
-def test_backward_padded_gate_rows(lib, rng, dtype, H):
-    """4H elements a multiple of 2 KiB: the gate-gradient buffer's rows get a cache line of padding (L1 sets),
-    which every product and sum over it must step over. Against the float64 reference, every output wanted."""
+def test_padded_work_rows(lib, rng, dtype, H):
+    """4H elements a multiple of 2 KiB: the forward's gate pre-activations and the backward's gate gradients get
+    a cache line of padding per row (L1 sets), which every product, gate loop and sum must step over. Both ops
+    against the float64 reference, every output wanted."""
     S, nb, I = 3, 5, 6
     ins = cast(make_inputs(rng, S, nb, I, H, 2, [3, 1, 2, 0, 3], peep=False, scale=1 / np.sqrt(H)), dtype)
     attrs = {"hidden_size": H, "direction": "bidirectional"}
     exact = cast(ins, np.float64)
-    hall, _, _, call, iofc = lstm_training(*exact, **attrs)
+    forward = lstm_training(*exact, **attrs)
+    for g, w, name in zip(lib.run("LSTMTraining", ins, attrs, threads=2), forward, TRAIN_OUT):
+        close(g, w, 1e-12 if dtype == np.float64 else 2e-6, name)
+    hall, _, _, call, iofc = forward
     saved = cast([hall, call, iofc], dtype)
     grads = cast([rng.normal(size=hall.shape), rng.normal(size=(2, nb, H)), rng.normal(size=(2, nb, H))], dtype)
     got = lib.run("LSTMGrad", grad_inputs(ins, saved, grads), attrs, threads=2)
