@@ -303,7 +303,8 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
 #if LSTM_PACKED
                         opc_sgemm_packed(B, 4 * w, H, fx.hp, H, rpk + k * pk, true, fx.xwt + 4 * j0, xld);
 #else
-                        opc_gemm(DT, false, true, B, 4 * w, H, 1.0, fx.hp, H, rpk + 4 * j0 * H, H, 1.0, fx.xwt + 4 * j0, xld);
+                        opc_gemm(DT, false, true, B, 4 * w, H, 1.0, fx.hp, H, rpk + 4 * j0 * H, H, 1.0, fx.xwt + 4 * j0,
+                                 xld);
 #endif
                         SFX(fw_gates)(&fx, j0, j0 + w);
                     }

@@ -128,6 +128,8 @@ static inline void rnn_blocks(int64_t H, int64_t min_block, int64_t *hb, int64_t
 /* The row stride of an internal [rows, n] work buffer that GEMM tiles read or write several rows of at once: n,
  * or a cache line more where n elements are a multiple of 2 KiB (4H = 1024 floats), whose rows would all fall
  * in one or two L1 sets. */
-static inline int64_t rnn_padded_ld(int64_t n, size_t es) { return n * (int64_t)es % 2048 == 0 ? n + 64 / (int64_t)es : n; }
+static inline int64_t rnn_padded_ld(int64_t n, size_t es) {
+    return n * (int64_t)es % 2048 == 0 ? n + 64 / (int64_t)es : n;
+}
 
 #endif
