@@ -407,15 +407,14 @@ GE_SCATTER(f16_i32, uint16_t, float, LD_F16, int32_t)
 static int ge_scatter(const ge_plan *p, const void *dy, const void *ix, void *base, const int64_t *tail, int64_t a,
                       int64_t b0, int64_t b1, int64_t xs, int64_t c0, const char *ahead, int64_t lines) {
     const bool i64 = p->idx_dtype == OPC_INT64;
+#define GE_ARGS dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines
     switch (p->dtype) {
-    case OPC_FLOAT:
-        return i64 ? ge_scatter_f32_i64(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines) : ge_scatter_f32_i32(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines);
-    case OPC_DOUBLE:
-        return i64 ? ge_scatter_f64_i64(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines) : ge_scatter_f64_i32(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines);
-    case OPC_FLOAT16:
-        return i64 ? ge_scatter_f16_i64(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines) : ge_scatter_f16_i32(dy, ix, base, tail, p, a, b0, b1, xs, c0, ahead, lines);
+    case OPC_FLOAT: return i64 ? ge_scatter_f32_i64(GE_ARGS) : ge_scatter_f32_i32(GE_ARGS);
+    case OPC_DOUBLE: return i64 ? ge_scatter_f64_i64(GE_ARGS) : ge_scatter_f64_i32(GE_ARGS);
+    case OPC_FLOAT16: return i64 ? ge_scatter_f16_i64(GE_ARGS) : ge_scatter_f16_i32(GE_ARGS);
     default: return 0;
     }
+#undef GE_ARGS
 }
 
 /* The indices' leading index a whose columns land in dX's leading slab s, or -1 when indices (smaller than dX

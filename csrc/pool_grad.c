@@ -351,8 +351,8 @@ static bool ap_tables_make(const ap_plan *p, ap_tables *t) {
  * windows covering it, windows (a, b) ascending, then kernel offset by kernel offset along the last dim
  * (row[e*S + j - PB] += sdy[e]: many short windows), or copied from the row before when the same windows
  * cover both (stride = kernel: half the rows of a 2x2 pool; 18 % faster at baseline, 7 % at AVX2); or, for
- * long windows, the plane zeroed and every window's box added in (a, b, e) order. Which one follows from the shapes, so every element is summed
- * in the same order at any thread count. */
+ * long windows, the plane zeroed and every window's box added in (a, b, e) order. Which one follows from the
+ * shapes, so every element is summed in the same order at any thread count. */
 #define AP_KERNELS(SFX, T)                                                                         \
     /* kernel 2, stride 2 along the last dim: each element gets one contribution per window row, so   \
      * the pairs can be written together (a vectorisable interleaved store), edges one by one. The    \
