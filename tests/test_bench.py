@@ -62,6 +62,37 @@ def test_limits_are_measured_and_shown(catalog, tmp_path):
     assert row["triad_gbs"] > 0 and f"({row['gbs']['openmp'] / row['triad_gbs']:4.0%} of limit)" in table(doc)
 
 
+@pytest.mark.parametrize("level, core, above", [
+    ("avx2", "SkylakeX", True), ("avx2", "SapphireRapids", True), ("avx2", "Haswell", False), ("avx2", "Zen", False),
+    ("baseline", "Haswell", True), ("baseline", "Sandybridge", True), ("baseline", "Katmai", False),
+    ("avx512", "SkylakeX", False)])
+def test_an_openblas_core_above_the_level_is_a_problem(level, core, above):
+    """A row is only at its level if the BLAS under the kernels is: OpenBLAS loaded before the bench set
+    OPENBLAS_CORETYPE keeps the CPU's widest core, and the figures must say so."""
+    problem = runner.blas_core_problem(level, core, "the openmp backend")
+    assert (problem is not None) == above
+    assert problem is None or (core in problem and level in problem)
+
+
+def test_each_level_holds_openblas_to_it():
+    assert set(runner.BLAS_CORETYPE) == set(runner.TORCH_ISA_ENV)
+    for level, core in runner.BLAS_CORETYPE.items():
+        env = runner.level_env(level)
+        assert env["OPENBLAS_CORETYPE"] == core and env["OPCONFORM_ISA"] == level
+        assert runner.blas_core_problem(level, core, "x") is None  # the core asked for is not above its level
+
+
+def test_the_sgemm_limit_names_its_core(catalog, tmp_path):
+    """The limit is measured at the level's core as well, and the table says which."""
+    doc = run_bench(catalog, BenchOptions(ops=["LSTMGrad"], sizes=["small"], backends=["openmp"], bandwidth=True,
+                                          quick=True, out=tmp_path / "b.json"), log=lambda message: None)
+    core = doc["limits"]["sgemm_core"]
+    assert core and f"(OpenBLAS {core})" in table(doc)
+    row = doc["results"][0]  # a compute-bound row carries its level's sgemm limit
+    assert row["sgemm_gflops"] == doc["limits"]["sgemm_gflops"]
+    assert f"({row['gflops']['openmp'] / row['sgemm_gflops']:4.0%} of limit)" in table(doc)
+
+
 def test_a_crashing_backend_is_a_problem_not_the_end(catalog, tmp_path, monkeypatch):
     class Crashing:
         name = "openmp"
@@ -140,6 +171,11 @@ def test_each_isa_level_is_measured_and_named(tmp_path, capsys):
         assert [e["isa_kernels"] for e in doc["isa_levels"]] == levels  # what the loaded library says it is
         assert [e["isa_forced_torch"] for e in doc["isa_levels"]] == [runner.ATEN_CAPABILITY[v] for v in levels]
         assert [e["torch_isa_env"] for e in doc["isa_levels"]] == [runner.torch_isa_env_text(v) for v in levels]
+        # the kernels' OpenBLAS at the level too, not the CPU's widest core (SkylakeX ran at avx2 before)
+        cores = {e["isa"]: e["kernels BLAS core"] for e in doc["isa_levels"]}
+        assert all(runner.blas_core_problem(v, cores[v], "openmp") is None for v in levels), cores
+        assert cores.get("avx2", "Haswell") == "Haswell" and cores.get("avx512", "SkylakeX") == "SkylakeX", cores
+        assert not doc["problems"]
     assert [r["isa"] for r in doc["results"]] == levels
     printed = capsys.readouterr().out
     assert all(f"ReluGrad             small       {level}" in printed for level in levels)

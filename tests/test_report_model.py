@@ -13,7 +13,7 @@ from harness.report import bench as bench_mod
 from harness.report import build_report, write_report
 from harness.report.baseline import budget_moved, diff
 from harness.report.data import RunData, describe_diagnosis, read_run, to_rec
-from harness.report.model import build, read_capabilities
+from harness.report.model import bench_charts, build, read_capabilities
 from harness.report.ops import coverage
 from harness.report.render import render
 from harness.report.repro import command, glob_escape, run_flags
@@ -324,6 +324,26 @@ def test_bench_example_parses_with_derived_figures():
     assert conv.throughput("openmp") == (185.0, "GFLOP/s") and relu.throughput("torch")[1] == "GB/s"
     assert (bench.triad_gbs, bench.sgemm_gflops, bench.threads) == (28.0, 270.0, 2)
     assert relu.shape == "4194304" and relu.spread["openmp"] == 0.04
+
+
+def test_bench_rows_of_several_levels_keep_their_level_and_limits():
+    """One bench file holds every ISA level: a row is labelled with its level and held against its own
+    limits (the triad on its bytes, sgemm at its level), never the first level's."""
+    data = {"limits": {"triad_gbs": 28.0, "sgemm_gflops": 300.0}, "results": [
+        {"op": "LSTMGrad", "size": "large", "isa": "avx512", "flops": 3e9, "median_s": {"openmp": 0.015},
+         "sgemm_gflops": 300.0},
+        {"op": "LSTMGrad", "size": "large", "isa": "avx2", "flops": 3e9, "median_s": {"openmp": 0.030},
+         "sgemm_gflops": 150.0},
+        {"op": "ReluGrad", "size": "large", "isa": "avx2", "bytes": 4e7, "median_s": {"openmp": 0.001},
+         "triad_gbs": 50.0},
+        {"op": "ReluGrad", "size": "small", "bytes": 4e5, "median_s": {"openmp": 0.0001}}]}
+    bench = bench_mod.parse(data, "b.json")
+    wide, narrow, relu, old = bench.rows
+    assert (wide.label, narrow.label) == ("LSTMGrad large avx512", "LSTMGrad large avx2")
+    assert wide.limit() == (300.0, "sgemm") and narrow.limit() == (150.0, "sgemm")
+    assert relu.limit() == (50.0, "triad") and old.limit() == (28.0, "triad")  # a row without its own: the file's
+    charts = dict(bench_charts(bench))
+    assert not any("sgemm (" in caption for caption in charts)  # no one sgemm line for rows of two levels
 
 
 def test_bench_is_read_defensively():

@@ -32,8 +32,8 @@ def triad_gbs(threads: int, budget: Budget, n: int = TRIAD_ELEMENTS) -> tuple[fl
     return 3 * 4 * n / median / 1e9, spread
 
 
-def sgemm_gflops(threads: int, budget: Budget, n: int = SGEMM_N) -> tuple[float, float]:
-    """(GFLOP/s at the median, spread) of C = A B, n x n float32, on scipy-openblas32."""
+def sgemm_gflops(threads: int, budget: Budget, n: int = SGEMM_N) -> tuple[float, float, str]:
+    """(GFLOP/s at the median, spread, OpenBLAS's core) of C = A B, n x n float32, on scipy-openblas32."""
     import scipy_openblas32
 
     from harness.backends import openmp_lib
@@ -57,4 +57,5 @@ def sgemm_gflops(threads: int, budget: Budget, n: int = SGEMM_N) -> tuple[float,
     finally:
         blas.scipy_openblas_set_num_threads(ctypes.c_int(previous))
         time.sleep(0.5)  # OpenBLAS's pool threads spin for a while after a call: let them sleep first
-    return 2.0 * n ** 3 / median / 1e9, spread
+    blas.scipy_openblas_get_corename.restype = ctypes.c_char_p
+    return 2.0 * n ** 3 / median / 1e9, spread, blas.scipy_openblas_get_corename().decode()

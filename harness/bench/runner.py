@@ -5,9 +5,10 @@ openmp and ort time inside their isolated workers (a crash or hang is a reported
 end of the run); reference and torch time in this process. The JSON is rewritten after each
 workload, so an interrupted run keeps what it measured.
 
-ISA levels: each level runs with the openmp kernels forced to it (OPCONFORM_ISA) and torch forced to
-the same level (TORCH_ISA_ENV: ATen's ATEN_CPU_CAPABILITY, and the caps of the oneDNN and MKL inside
-torch, all read once), so a ratio compares like with like. Several levels (`--isa baseline,avx2`) run one after another, each in a child process of its own
+ISA levels: each level runs with the openmp kernels forced to it (OPCONFORM_ISA), the OpenBLAS they
+call held to a core of that level (BLAS_CORETYPE), and torch forced to the same level (TORCH_ISA_ENV:
+ATen's ATEN_CPU_CAPABILITY, and the caps of the oneDNN and MKL inside torch, all read once), so a ratio
+compares like with like. Several levels (`--isa baseline,avx2`) run one after another, each in a child process of its own
 (torch cannot change level once imported), and their rows land in one JSON, each tagged with its
 level. onnxruntime picks its own code path (MLAS dispatch) and cannot be forced: its column is what
 it chose on this CPU.
@@ -48,10 +49,32 @@ TORCH_ISA_ENV = {
                "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
 }
 ATEN_CAPABILITY = {level: env["ATEN_CPU_CAPABILITY"] for level, env in TORCH_ISA_ENV.items()}
+# The OpenBLAS our kernels call (GEMMs of ConvGrad, GRU, LSTM; the sgemm limit) dispatches on the CPU by itself,
+# as MKL does: on an AVX-512 CPU its SkylakeX kernels ran under OPCONFORM_ISA=avx2 as well, and LSTMGrad's avx2
+# row read 0.68x torch where AVX2 kernels give 0.99x. OPENBLAS_CORETYPE holds it to the level; Prescott is the
+# build's oldest core (OpenBLAS names it Katmai: SSE kernels), the nearest to our x86-64 baseline.
+BLAS_CORETYPE = {"baseline": "Prescott", "avx2": "Haswell", "avx512": "SkylakeX"}
+# OpenBLAS cores above a level: one of them at that level means the hold failed (OpenBLAS was loaded before)
+_BLAS_CORES_ABOVE = {"avx2": {"SkylakeX", "Cooperlake", "SapphireRapids"}}
+_BLAS_CORES_ABOVE["baseline"] = _BLAS_CORES_ABOVE["avx2"] | {"Haswell", "Zen", "Sandybridge", "Excavator",
+                                                             "Steamroller", "Piledriver", "Bulldozer"}
 
 
 def torch_isa_env_text(level: str) -> str:
     return " ".join(f"{k}={v}" for k, v in TORCH_ISA_ENV[level].items())
+
+
+def level_env(level: str) -> dict[str, str]:
+    """Everything that holds the openmp kernels, their OpenBLAS and torch to one ISA level."""
+    return {"OPCONFORM_ISA": level, "OPENBLAS_CORETYPE": BLAS_CORETYPE[level], **TORCH_ISA_ENV[level]}
+
+
+def blas_core_problem(level: str, core: str | None, what: str) -> str | None:
+    """Why `what` did not run at `level`: OpenBLAS chose a core above it."""
+    if core in _BLAS_CORES_ABOVE.get(level, ()):
+        return (f"{what} ran OpenBLAS's {core} kernels, above the {level} level (OpenBLAS was loaded before "
+                f"OPENBLAS_CORETYPE={BLAS_CORETYPE[level]} was set): its figures are not at that level")
+    return None
 
 
 class BenchError(Exception):
@@ -119,13 +142,14 @@ def run_bench(catalog, options: BenchOptions, log=print) -> dict:
         return _run_level(catalog, options, levels[0], log)
     doc = None
     for level in levels:
-        log(f"ISA level {level}: a child process with OPCONFORM_ISA={level} {torch_isa_env_text(level)}")
+        log(f"ISA level {level}: a child process with {' '.join(f'{k}={v}' for k, v in level_env(level).items())}")
         part = _run_child(catalog, options, level, log)
         if doc is None:
             doc = {**part, "results": [], "problems": [], "isa_levels": []}
             doc["environment"] = {k: v for k, v in part["environment"].items() if not k.startswith("isa")}
-        doc["isa_levels"].append({"isa": level, **{k: v for k, v in part["environment"].items()
-                                                   if k.startswith(("isa", "torch", "kernels"))}})
+        doc["isa_levels"].append({"isa": level, "limits": part["limits"],
+                                  **{k: v for k, v in part["environment"].items()
+                                     if k.startswith(("isa", "torch", "kernels", "blas"))}})
         doc["results"] += part["results"]
         doc["problems"] += [f"[{level}] {p}" for p in part["problems"]]
         if not doc["limits"]:
@@ -146,7 +170,7 @@ def _run_child(catalog, options: BenchOptions, level: str, log) -> dict:
         argv += ["--sizes", ",".join(options.sizes)] if options.sizes else []
         argv += ["--bandwidth"] if options.bandwidth else []
         argv += ["--quick"] if options.quick else []
-        env = {**os.environ, "OPCONFORM_ISA": level, **TORCH_ISA_ENV[level]}
+        env = {**os.environ, **level_env(level)}
         child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in child.stderr:  # its progress, as it comes
             log(line.rstrip("\n"))
@@ -157,9 +181,9 @@ def _run_child(catalog, options: BenchOptions, level: str, log) -> dict:
 
 
 def _run_level(catalog, options: BenchOptions, level: str, log) -> dict:
-    # The workers (openmp) and torch read these when they start or import: set before either, and
-    # put back afterwards (the backends' workers are closed by then).
-    saved = {k: os.environ.get(k) for k in ("OPCONFORM_ISA", *TORCH_ISA_ENV[level])}
+    # The workers (openmp, with their OpenBLAS) and torch read these when they start or import: set before
+    # either, and put back afterwards (the backends' workers are closed by then).
+    saved = {k: os.environ.get(k) for k in level_env(level)}
     try:
         return _measure_level(catalog, options, level, log)
     finally:
@@ -171,7 +195,7 @@ def _run_level(catalog, options: BenchOptions, level: str, log) -> dict:
 
 
 def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
-    os.environ["OPCONFORM_ISA"] = level
+    os.environ["OPCONFORM_ISA"], os.environ["OPENBLAS_CORETYPE"] = level, BLAS_CORETYPE[level]
     wanted_capability = ATEN_CAPABILITY[level]
     if "torch" in sys.modules and any(os.environ.get(k) != v for k, v in TORCH_ISA_ENV[level].items()):
         log(f"torch was imported before the bench set {torch_isa_env_text(level)}: its level is "
@@ -203,24 +227,36 @@ def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
                            "torch_isa_env": torch_isa_env_text(level),
                            "torch_cpu_capability": _torch_capability(torch) if torch else "not run",
                            "ort_isa": "its own dispatch (MLAS), not forced",
+                           "blas_forced": f"OPENBLAS_CORETYPE={BLAS_CORETYPE[level]}",
                            **_kernel_build(backends.get("openmp"))},
            "limits": {}, "results": [], "problems": problems}
     for p in problems:
         log(f"unavailable: {p}")
+    _flag(problems, log, blas_core_problem(level, doc["environment"].get("kernels BLAS core"), "the openmp backend"))
     try:
         if options.bandwidth:
             _measure_limits(doc, options.threads, budget, log)
+            _flag(problems, log, blas_core_problem(level, doc["limits"].get("sgemm_core"), "the sgemm limit"))
             _save(doc, options.out)
         with warm_allocator() as allocator:  # the in-process peers' outputs, as openmp's and ort's
             doc["environment"]["peer_allocator"] = allocator
             for w in workloads:
-                doc["results"].append({**_bench_one(catalog, w, backends, torch, budget, problems, log,
-                                                    options.threads, options.bandwidth), "isa": level})
+                row = _bench_one(catalog, w, backends, torch, budget, problems, log, options.threads,
+                                 options.bandwidth)
+                if row["flops"] and "sgemm_gflops" in doc["limits"]:  # this level's, rows of all levels in one file
+                    row["sgemm_gflops"] = doc["limits"]["sgemm_gflops"]
+                doc["results"].append({**row, "isa": level})
                 _save(doc, options.out)
     finally:
         for backend in backends.values():
             backend.close()
     return doc
+
+
+def _flag(problems: list, log, problem: str | None) -> None:
+    if problem:
+        problems.append(problem)
+        log(problem)
 
 
 def _kernel_build(openmp) -> dict:
@@ -230,7 +266,8 @@ def _kernel_build(openmp) -> dict:
     build = openmp.environment()
     return {"isa_kernels": build.get("isa", "unknown"),
             "kernels compiler": f"{build.get('compiler')} {build.get('flags')}",
-            "kernels BLAS": build.get("blas_config", build.get("blas", "")), "kernels library": build.get("path", "")}
+            "kernels BLAS": build.get("blas_config", build.get("blas", "")),
+            "kernels BLAS core": build.get("blas_core", "unknown"), "kernels library": build.get("path", "")}
 
 
 def _measure_limits(doc: dict, threads: int, budget: Budget, log) -> None:
@@ -242,9 +279,9 @@ def _measure_limits(doc: dict, threads: int, budget: Budget, log) -> None:
     gbs, _ = triad_gbs(threads, budget, n=ELEMENTWISE_SIZES["large"])
     doc["limits"]["triad_4m_gbs"] = gbs
     log(f"limit: triad on 4M floats (the large elementwise working set) {gbs:.1f} GB/s")
-    gflops, spread = sgemm_gflops(threads, budget)
-    doc["limits"]["sgemm_gflops"], doc["limits"]["sgemm_spread"] = gflops, spread
-    log(f"limit: sgemm {gflops:.1f} GFLOP/s (spread {spread:.0%})")
+    gflops, spread, core = sgemm_gflops(threads, budget)
+    doc["limits"]["sgemm_gflops"], doc["limits"]["sgemm_spread"], doc["limits"]["sgemm_core"] = gflops, spread, core
+    log(f"limit: sgemm {gflops:.1f} GFLOP/s (spread {spread:.0%}, OpenBLAS core {core})")
 
 
 def _seed(w: Workload) -> int:
@@ -319,7 +356,7 @@ def _ratio(row: dict, peer: str) -> str:
 
 def _throughput(row: dict, limits: dict | None = None) -> str:
     if "openmp" in row["gflops"]:
-        value, unit, limit = row["gflops"]["openmp"], "GFLOP/s", (limits or {}).get("sgemm_gflops")
+        value, unit, limit = row["gflops"]["openmp"], "GFLOP/s", row.get("sgemm_gflops", (limits or {}).get("sgemm_gflops"))
     elif "openmp" in row["gbs"]:  # against the triad on the same bytes when it ran beside the row
         value, unit, limit = row["gbs"]["openmp"], "GB/s", row.get("triad_gbs", (limits or {}).get("triad_gbs"))
     else:
@@ -341,15 +378,18 @@ def table(doc: dict) -> str:
         lines.append(f"{row['op']:20s} {row['size']:11s} {row.get('isa', '-'):8s} {str(row['shape'])[:34]:34s} {_ms(row, 'openmp')} "
                      f"{_ms(row, 'ort')} {_ms(row, 'torch')} {_ms(row, 'reference')} {_ratio(row, 'ort')} "
                      f"{_ratio(row, 'torch')}  {_throughput(row, doc['limits'])}")
-    limits = doc["limits"]
-    if limits:
-        lines.append(f"limits at {doc['threads']} thread(s): triad {limits['triad_gbs']:.1f} GB/s "
-                     f"(on 4M floats: {limits['triad_4m_gbs']:.1f} GB/s), sgemm {limits['sgemm_gflops']:.1f} GFLOP/s; "
-                     f"'% of limit': memory-bound rows against a "
-                     f"triad on the same bytes timed in the same rounds, the others against sgemm")
+    for e in doc.get("isa_levels") or [{"isa": doc.get("environment", {}).get("isa", "-"), "limits": doc["limits"]}]:
+        limits = e.get("limits") or {}
+        if limits:
+            lines.append(f"limits at isa {e['isa']}, {doc['threads']} thread(s): triad {limits['triad_gbs']:.1f} GB/s "
+                         f"(on 4M floats: {limits['triad_4m_gbs']:.1f} GB/s), sgemm {limits['sgemm_gflops']:.1f} GFLOP/s"
+                         f" (OpenBLAS {limits.get('sgemm_core', 'core not recorded')})")
+    if doc["limits"]:
+        lines.append("'% of limit': memory-bound rows against a triad on the same bytes timed in the same rounds, the "
+                     "others against sgemm at their level")
     lines.append("medians of repeated calls; /ort and /torch are openmp's median over the peer's (below 1: openmp faster); "
-                 "isa: the level openmp ran at, torch forced to the same (ATen, and the oneDNN and MKL inside it), "
-                 "ort its own dispatch")
+                 "isa: the level openmp ran at, its OpenBLAS and torch forced to the same (OPENBLAS_CORETYPE; ATen, "
+                 "and the oneDNN and MKL inside torch), ort its own dispatch")
     allocator = doc.get("environment", {}).get("peer_allocator")
     if allocator:
         lines.append(f"torch and reference allocate per call, in this process: {allocator}")

@@ -17,7 +17,10 @@ The report reads `--bench FILE`, else RUN_DIR/bench.json when present. Schema (v
          "median_s": {"openmp": 0.0021, "ort": 0.019, "torch": 0.0025, "reference": 0.03},
          "spread": {"openmp": 0.04},                 # relative spread of the repetitions, e.g. IQR / median
          "gbs": {"openmp": 24.0},                    # optional: derived as bytes / median_s / 1e9
-         "gflops": {"openmp": 0.0}}                  # optional: derived as flops / median_s / 1e9
+         "gflops": {"openmp": 0.0},                  # optional: derived as flops / median_s / 1e9
+         "isa": "avx2",                              # optional: the ISA level openmp (and torch) ran at
+         "triad_gbs": 40.0,                          # optional: the triad on the row's bytes, timed beside it
+         "sgemm_gflops": 200.0}                      # optional: sgemm at the row's level (else the limits')
       ]
     }
 
@@ -47,6 +50,9 @@ class BenchRow:
     spread: dict[str, float] = field(default_factory=dict)
     gbs: dict[str, float] = field(default_factory=dict)
     gflops: dict[str, float] = field(default_factory=dict)
+    isa: str = ""
+    triad_gbs: float | None = None     # the limits openmp's throughput is held against (see limit)
+    sgemm_gflops: float | None = None
 
     def ratio(self, peer: str, subject: str = SUBJECT) -> float | None:
         a, b = self.median_s.get(subject), self.median_s.get(peer)
@@ -60,9 +66,18 @@ class BenchRow:
             return self.gbs[backend], "GB/s"
         return None
 
+    def limit(self) -> tuple[float, str] | None:
+        """(value, name) of the machine limit for openmp's throughput: sgemm at the row's ISA level for
+        compute-bound rows, else the triad on the row's bytes (each the bench-wide figure when the row has none)."""
+        t = self.throughput(SUBJECT)
+        if t is None:
+            return None
+        value, name = (self.sgemm_gflops, "sgemm") if t[1] == "GFLOP/s" else (self.triad_gbs, "triad")
+        return (value, name) if value else None
+
     @property
     def label(self) -> str:
-        return " ".join(p for p in (self.op, self.size, self.dtype if self.dtype != "float32" else "") if p)
+        return " ".join(p for p in (self.op, self.size, self.dtype if self.dtype != "float32" else "", self.isa) if p)
 
 
 @dataclass
@@ -118,7 +133,9 @@ def parse(data, source: str) -> Bench:
             continue
         row = BenchRow(item["op"], _shape(item.get("size")), _shape(item.get("dtype")) or "float32",
                        _shape(item.get("shape")), times, _per_backend(item.get("spread")),
-                       _per_backend(item.get("gbs")), _per_backend(item.get("gflops")))
+                       _per_backend(item.get("gbs")), _per_backend(item.get("gflops")), _shape(item.get("isa")),
+                       number(item.get("triad_gbs")) or bench.triad_gbs,
+                       number(item.get("sgemm_gflops")) or bench.sgemm_gflops)
         size_bytes, flops = number(item.get("bytes")), number(item.get("flops"))
         for backend, t in times.items():
             if size_bytes and backend not in row.gbs:
