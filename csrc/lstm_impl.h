@@ -13,7 +13,7 @@
  * chunk's steps into xw (a chunk-sized buffer that stays in cache), then per step adds Hp R^T into its
  * columns of xw (beta = 1) and runs its gate loop there; the end-of-step barrier is the only point
  * where threads meet (the next products read all of H). float32 products use opc_sgemm_packed with
- * R (and at AVX-512, W) packed once per call, each thread packing its own blocks, instead of a BLAS call
+ * R and W packed once per call (AVX2 and up), each thread packing its own blocks, instead of a BLAS call
  * that repacks R every step. Each step writes its states straight into HAll and CAll when they are wanted
  * (state_slot), else into two [B, H] buffers per quantity; with sequence_lens a row past its length
  * carries its state unchanged and its HAll, CAll and IOFC rows are 0.
@@ -217,17 +217,12 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
     T *rp = malloc((size_t)(H4 * H + 1) * es);
     int64_t hb, nblk;
     rnn_blocks(H, LSTM_MIN_BLOCK, &hb, &nblk);
-#if LSTM_PACKED /* each block's R^T columns packed for opc_sgemm_packed: one panel set per block */
-    const int64_t pk = opc_sgemm_packed_size(H, 4 * hb);
+#if LSTM_PACKED /* each block's R^T and W^T columns packed for opc_sgemm_packed: one panel set per block */
+    const int64_t pk = opc_sgemm_packed_size(H, 4 * hb), pkx = opc_sgemm_packed_size(I, 4 * hb);
     float *rpk = malloc((size_t)(nblk * pk + 1) * sizeof(float));
-#else
-    T *rpk = rp;
-#endif
-#if LSTM_PACKED_X /* and W^T's, for the chunks' X W^T */
-    const int64_t pkx = opc_sgemm_packed_size(I, 4 * hb);
     float *wpk = malloc((size_t)(nblk * pkx + 1) * sizeof(float));
 #else
-    T *wpk = wp;
+    T *rpk = rp, *wpk = wp;
 #endif
     T *st = malloc((size_t)(4 * BH + 1) * es);        /* [h0 h1 c0 c1]: the carried state, two buffers each */
     T *gs = iofc ? NULL : malloc((size_t)(B * H4 + 1) * es); /* gate scratch when IOFC is not wanted */
@@ -262,8 +257,6 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
                 }
 #if LSTM_PACKED
                 opc_sgemm_pack(true, H, 4 * w, rp + 4 * j0 * H, H, rpk + k * pk);
-#endif
-#if LSTM_PACKED_X
                 opc_sgemm_pack(true, I, 4 * w, wp + 4 * j0 * I, I, wpk + k * pkx);
 #endif
             }
@@ -282,7 +275,7 @@ static int32_t SFX(lstm_forward)(opc_call *c, const lstm_plan *p, opc_tensor *ou
                 const int64_t tlo = reverse ? S - s0 - n : s0;          /* their time indices tlo .. tlo + n - 1 */
                 for (int64_t k = k0; k < k1; k++) {
                     const int64_t j0 = k * hb, w = j0 + hb < H ? hb : H - j0;
-#if LSTM_PACKED_X
+#if LSTM_PACKED
                     opc_sgemm_packed(n * B, 4 * w, I, X + tlo * B * I, I, wpk + k * pkx, false, xw + 4 * j0, xld);
 #else
                     opc_gemm(DT, false, true, n * B, 4 * w, I, 1.0, X + tlo * B * I, I, wpk + 4 * j0 * I, I, 0.0,
@@ -326,8 +319,6 @@ done:
     free(rp);
 #if LSTM_PACKED
     free(rpk);
-#endif
-#if LSTM_PACKED_X
     free(wpk);
 #endif
     free(st);
