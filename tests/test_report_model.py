@@ -326,13 +326,13 @@ def test_bench_example_parses_with_derived_figures():
     assert relu.shape == "4194304" and relu.spread["openmp"] == 0.04
 
 
-def test_bench_rows_of_several_levels_keep_their_level_and_limits():
+def test_bench_rows_of_several_levels_keep_their_level_and_limits(tmp_path):
     """One bench file holds every ISA level: a row is labelled with its level and held against its own
     limits (the triad on its bytes, sgemm at its level), never the first level's."""
     data = {"limits": {"triad_gbs": 28.0, "sgemm_gflops": 300.0}, "results": [
-        {"op": "LSTMGrad", "size": "large", "isa": "avx512", "flops": 3e9, "median_s": {"openmp": 0.015},
+        {"op": "LSTMGrad", "size": "large", "isa": "avx512", "flops": 3e9, "median_s": {"openmp": 0.010},
          "sgemm_gflops": 300.0},
-        {"op": "LSTMGrad", "size": "large", "isa": "avx2", "flops": 3e9, "median_s": {"openmp": 0.030},
+        {"op": "LSTMGrad", "size": "large", "isa": "avx2", "flops": 3e9, "median_s": {"openmp": 0.040},
          "sgemm_gflops": 150.0},
         {"op": "ReluGrad", "size": "large", "isa": "avx2", "bytes": 4e7, "median_s": {"openmp": 0.001},
          "triad_gbs": 50.0},
@@ -342,8 +342,17 @@ def test_bench_rows_of_several_levels_keep_their_level_and_limits():
     assert (wide.label, narrow.label) == ("LSTMGrad large avx512", "LSTMGrad large avx2")
     assert wide.limit() == (300.0, "sgemm") and narrow.limit() == (150.0, "sgemm")
     assert relu.limit() == (50.0, "triad") and old.limit() == (28.0, "triad")  # a row without its own: the file's
+    assert bench.sgemm_by_isa == {"avx512": 300.0, "avx2": 150.0}
     charts = dict(bench_charts(bench))
     assert not any("sgemm (" in caption for caption in charts)  # no one sgemm line for rows of two levels
+    (tmp_path / "results.jsonl").write_text(json.dumps(raw()) + "\n")
+    (tmp_path / "summary.json").write_text(json.dumps({"run_id": "r", "verdict": {"passed": True, "reasons": []}}))
+    (tmp_path / "bench.json").write_text(json.dumps(data))
+    page = render(build_report(tmp_path))
+    assert "<th>isa</th>" in page and "<td>avx2</td>" in page
+    assert "300 GFLOP/s at avx512, 150 GFLOP/s at avx2" in page
+    # 300 GFLOP/s of avx512's 300, and 75 of avx2's 150 (25 % if held against the first level's)
+    assert "100% <small>of sgemm" in page and "50% <small>of sgemm" in page
 
 
 def test_bench_is_read_defensively():

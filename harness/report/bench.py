@@ -91,6 +91,11 @@ class Bench:
     environment: dict = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
+    @property
+    def sgemm_by_isa(self) -> dict[str, float]:
+        """The sgemm limit of each ISA level the rows ran at (a file of several levels holds one per level)."""
+        return {r.isa: r.sgemm_gflops for r in self.rows if r.isa and r.sgemm_gflops and SUBJECT in r.gflops}
+
 
 def _per_backend(value) -> dict[str, float]:
     out = {}

@@ -12,7 +12,7 @@ from harness.report import baseline as baseline_diff
 from harness.report import findings as findings_mod
 from harness.report import ops as ops_mod
 from harness.report import repro, svg
-from harness.report.bench import PEERS, SUBJECT, Bench
+from harness.report.bench import PEERS, Bench
 from harness.report.data import Rec, RunData
 from harness.report.status import ORDER, Cell
 
@@ -235,8 +235,7 @@ def bench_charts(bench: Bench) -> list[tuple[str, Any]]:
                        svg.hbars(speed, "speed-up over peers", "speed-up (peer time / openmp time), log scale",
                                  log=True, limit=1.0, limit_label="1×")))
     # sgemm differs by ISA level: a line for one level would misplace the others' rows
-    sgemm_levels = {r.sgemm_gflops for r in bench.rows if SUBJECT in r.gflops}
-    sgemm = bench.sgemm_gflops if len(sgemm_levels) <= 1 else None
+    sgemm = bench.sgemm_gflops if len(set(bench.sgemm_by_isa.values())) <= 1 else None
     for unit, attr, limit, limit_name in (("GB/s", "gbs", bench.triad_gbs, "triad"),
                                           ("GFLOP/s", "gflops", sgemm, "sgemm")):
         groups = []
