@@ -107,6 +107,11 @@ CASES = {
     "batch8_chunked": ((8, 32, 20, 20), (16, 32, 3, 3), {"pads": [1, 1, 1, 1], "strides": [1, 2]}),
     "one_image_one_channel": ((1, 1, 64, 64), (64, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # serial items, split GEMMs
     "4d_spatial": ((1, 2, 3, 4, 3, 4), (2, 2, 2, 2, 1, 2), {"pads": [0, 1, 0, 0, 1, 0, 0, 1]}),
+    # eight or more dW items: float32 dW^T through opc_sgemm_packed (CONV_PACKED), pointwise, grouped, and
+    # 40 filters (a whole and a partial panel at AVX-512)
+    "pointwise_batch8": ((8, 8, 5, 5), (4, 8, 1, 1), {}),
+    "group2_batch8": ((8, 4, 6, 6), (6, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    "3d_batch8_m40": ((8, 4, 6, 5, 4), (40, 4, 3, 3, 3), {"pads": [1, 1, 1, 1, 1, 1]}),
 }
 
 
@@ -173,7 +178,8 @@ def test_output_subsets_bitwise(lib, rng, name):
                 assert part[i] is None
 
 
-@pytest.mark.parametrize("name", ["batch8_chunked", "chunked", "pointwise_group", "one_image_one_channel"])
+@pytest.mark.parametrize("name", ["batch8_chunked", "chunked", "pointwise_group", "one_image_one_channel",
+                                  "pointwise_batch8", "3d_batch8_m40"])
 def test_threads(lib, rng, name):
     xs, ws, attrs = CASES[name]
     dy, x, w = make(rng, xs, ws, attrs, np.float32)
