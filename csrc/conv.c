@@ -522,13 +522,14 @@ static int32_t conv_exec(opc_call *c, const conv_plan *q, const void *dy_in, con
     x.w_items = need_dw ? q->N * q->G * x.nchunks : 0;
     x.nslots = x.w_items < MAX_SLOTS ? x.w_items : MAX_SLOTS;
     while (x.nslots > 1 && x.nslots * wsize * x.es > ((int64_t)256 << 20)) x.nslots--;
+    const bool dw_whole = x.nslots >= WHOLE_ITEMS; /* each dW GEMM one call (see conv_gemm) */
 
     int32_t status = OPC_OK;
     char *bufs[256] = {0};
     int nbuf = nt < 256 ? nt : 256;
     if (nt > nbuf) nt = nbuf;
     size_t buf_bytes = q->pointwise ? 0 : (size_t)(q->Kf * q->PC * x.es);
-    x.pk = CONV_PACKED && need_dw && q->dtype == OPC_FLOAT && x.nslots >= WHOLE_ITEMS;
+    x.pk = CONV_PACKED && need_dw && q->dtype == OPC_FLOAT && dw_whole;
     x.col_bytes = (int64_t)buf_bytes;
     if (x.pk) buf_bytes += (size_t)opc_sgemm_packed_size(q->PC, q->Mg) * sizeof(float);
     if (x.tdx && (size_t)(x.qt.Kf * x.qt.PC * x.es) > buf_bytes) buf_bytes = (size_t)(x.qt.Kf * x.qt.PC * x.es);
@@ -565,7 +566,7 @@ static int32_t conv_exec(opc_call *c, const conv_plan *q, const void *dy_in, con
         }
     }
     if (need_dw) {
-        x.whole = x.nslots >= WHOLE_ITEMS;
+        x.whole = dw_whole;
         if (x.whole || (x.nslots >= nt && nt > 1)) {
 #pragma omp parallel for schedule(static) num_threads(nt)
             for (int64_t sl = 0; sl < x.nslots; sl++) dw_slot(&x, sl, bufs[omp_get_thread_num()]);

@@ -195,12 +195,11 @@ def _run_level(catalog, options: BenchOptions, level: str, log) -> dict:
 
 
 def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
-    os.environ["OPCONFORM_ISA"], os.environ["OPENBLAS_CORETYPE"] = level, BLAS_CORETYPE[level]
     wanted_capability = ATEN_CAPABILITY[level]
     if "torch" in sys.modules and any(os.environ.get(k) != v for k, v in TORCH_ISA_ENV[level].items()):
         log(f"torch was imported before the bench set {torch_isa_env_text(level)}: its level is "
             f"recorded as it is")
-    os.environ.update(TORCH_ISA_ENV[level])
+    os.environ.update(level_env(level))
     workloads = select(options)
     budget = QUICK if options.quick else Budget()
     unknown = [b for b in options.backends if b not in BACKENDS]
