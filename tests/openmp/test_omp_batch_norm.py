@@ -23,11 +23,11 @@ def _inputs(rng, shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(3, 4, 5, 7), (2, 3, 40), (17, 5), (6, 3, 2, 3), (1, 2, 16), (3, 70, 20, 20)],
-                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [(3, 4, 5, 7), (2, 3, 40), (17, 5), (6, 3, 2, 3), (1, 2, 16), (3, 70, 20, 20),
+                                   (2, 3, 1037)], ids=lambda s: "x".join(map(str, s)))
 def test_matches_the_reference(lib, rng, dtype, shape):
     # 5x7 and 40: planes with a tail past the 16 lanes; 16: no tail; 70 channels: several cache-sized blocks;
-    # [17, 5] and 2x3: the column mode
+    # [17, 5] and 2x3: the column mode; 1037: float16's X_grad in a whole block of 1024 and a block of 8 + 5
     ins = _inputs(rng, shape, dtype)
     got = lib.run(OP, ins, {"epsilon": 1e-5})
     wide = [a.astype(np.float64) for a in ins]
