@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--isa", type=_comma_list, metavar="LEVEL[,LEVEL...]",
                    help="ISA levels of the openmp kernels to measure, one after another (baseline, avx2, avx512; "
                         "default: the selected one, OPCONFORM_ISA or the best); torch is forced to the same level")
+    p.add_argument("--dtype", type=_comma_list, default=["float32"], metavar="DTYPE[,DTYPE...]",
+                   help="the float types to run each workload in (float32, float64, float16, bfloat16; default "
+                        "float32); ops whose spec lacks one skip it")
     p.add_argument("--out", type=Path, metavar="FILE",
                    help="the JSON written (default reports/bench-<date>-<time>/bench.json); "
                         "`opconform report RUN_DIR --bench FILE` shows it")
@@ -318,7 +321,7 @@ def cmd_bench(args) -> int:
     out = args.out or Path("reports") / f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}" / "bench.json"
     options = BenchOptions(ops=args.ops, sizes=args.sizes, backends=args.backends or list(BACKENDS),
                            threads=args.threads, bandwidth=args.bandwidth, quick=args.quick, out=out,
-                           isa=args.isa)
+                           isa=args.isa, dtypes=args.dtype)
     try:
         doc = run_bench(load(args), options, log=main_log)
     except BenchError as e:

@@ -1,5 +1,6 @@
 """`opconform bench`: figures for every selected workload and backend, in the report's schema, with
 problems recorded instead of ending the run. Timings are never asserted (a benchmark, not a timed test)."""
+import dataclasses
 import json
 import os
 import re
@@ -120,12 +121,58 @@ def test_a_crashing_backend_is_a_problem_not_the_end(catalog, tmp_path, monkeypa
     assert json.loads(out.read_text())["problems"] == doc["problems"]
 
 
+def test_a_dtype_casts_the_float_inputs_and_scales_their_bytes(catalog):
+    logs = []
+    doc = run_bench(catalog, BenchOptions(ops=["GatherGrad", "LayerNormalizationGrad", "GRUGrad"], sizes=["small"],
+                                          backends=["openmp"], quick=True, dtypes=["float32", "float16"]), log=logs.append)
+    rows = {(r["op"], r["dtype"]): r for r in doc["results"]}
+    assert list(rows) == [("GRUGrad", "float32"), ("LayerNormalizationGrad", "float32"), ("LayerNormalizationGrad", "float16"),
+                          ("GatherGrad", "float32"), ("GatherGrad", "float16")]
+    assert any("GRUGrad small: its spec has no float16, skipped" in m for m in logs)
+    # openmp took every row's inputs: LayerNormalizationGrad's statistics stayed float32 (float16 ones are refused)
+    assert doc["problems"] == [] and all("openmp" in r["median_s"] for r in rows.values())
+    # GatherGrad small: a 1000 x 64 table written, 512 rows of 64 read, and 512 int64 indices, whatever the float type
+    assert rows[("GatherGrad", "float32")]["bytes"] == (1000 * 64 + 512 * 64) * 4 + 512 * 8
+    assert rows[("GatherGrad", "float16")]["bytes"] == (1000 * 64 + 512 * 64) * 2 + 512 * 8
+    assert rows[("LayerNormalizationGrad", "float16")]["bytes"] * 2 == rows[("LayerNormalizationGrad", "float32")]["bytes"]
+    assert "float16" in table(doc)
+
+
+def test_inputs_take_the_dtype_the_spec_binds_them_to(catalog):
+    import numpy as np
+
+    spec = catalog.by_op("LayerNormalizationGrad")
+    w = next(w for w in WORKLOADS if w.op == spec.op and w.size == "small")
+    cast = runner.cast_inputs(spec, w.make(np.random.default_rng(0)), "float16")
+    assert [a.dtype.name for a in cast] == ["float16", "float16", "float16", "float32", "float32"]
+    spec = catalog.by_op("GatherGrad")
+    w = next(w for w in WORKLOADS if w.op == spec.op and w.size == "small")
+    assert [a.dtype.name for a in runner.cast_inputs(spec, w.make(np.random.default_rng(0)), "bfloat16")] == [
+        "int64", "int64", "bfloat16"]
+
+
+def test_a_peer_refusing_a_dtype_is_a_problem_of_its_row():
+    def refusing(inputs):
+        def call():
+            raise RuntimeError("expected scalar type Float but found Half")
+        return call
+
+    w = next(w for w in WORKLOADS if w.op == "ReluGrad" and w.size == "small")
+    problems = []
+    peer = runner._torch_peer(dataclasses.replace(w, torch=refusing), [], "ReluGrad small float16", problems,
+                              lambda message: None)
+    assert peer is None
+    assert problems == ["ReluGrad small float16 on torch: RuntimeError: expected scalar type Float but found Half"]
+
+
 def test_bad_selection_is_a_usage_error(capsys):
     with pytest.raises(BenchError, match="no benchmark matches"):
         select(BenchOptions(ops=["NoSuchGrad"]))
     assert main(["bench", "--ops", "NoSuchGrad", "--quick"]) == 2
     assert "no benchmark matches" in capsys.readouterr().err
     assert main(["bench", "--backends", "openmp,nope", "--quick", "--sizes", "small"]) == 2
+    assert main(["bench", "--dtype", "float8", "--quick", "--sizes", "small"]) == 2
+    assert "--dtype float8: use float32, float64, float16, bfloat16" in capsys.readouterr().err
 
 
 def test_backends_interleave_in_rounds(catalog, monkeypatch):
@@ -178,7 +225,7 @@ def test_each_isa_level_is_measured_and_named(tmp_path, capsys):
         assert not doc["problems"]
     assert [r["isa"] for r in doc["results"]] == levels
     printed = capsys.readouterr().out
-    assert all(f"ReluGrad             small       {level}" in printed for level in levels)
+    assert all(f"ReluGrad             small       float32  {level}" in printed for level in levels)
 
 
 @pytest.mark.parametrize("level, expected", [("avx2", "Intel AVX2"), ("baseline", "Intel SSE4.1")])

@@ -32,6 +32,7 @@ from harness.backends import create
 from harness.backends.base import Request
 from harness.bench.allocator import warm_allocator
 from harness.bench.limits import sgemm_gflops, triad_call, triad_gbs
+from harness.core import dtypes
 from harness.core.timing import QUICK, Budget, median_and_spread, repeat
 from harness.bench.workloads import ELEMENTWISE_SIZES, WORKLOADS, Workload
 
@@ -91,6 +92,13 @@ class BenchOptions:
     quick: bool = False  # a few repetitions only (smoke-testing the command)
     out: Path | None = None
     isa: list[str] | None = None  # ISA levels to measure (default: the openmp backend's selected level)
+    dtypes: list[str] = field(default_factory=lambda: ["float32"])  # each workload runs in each of these
+
+
+def check_dtypes(options: BenchOptions) -> None:
+    unknown = [d for d in options.dtypes if d not in dtypes.FLOATS]
+    if unknown or not options.dtypes:
+        raise BenchError(f"--dtype {','.join(unknown or options.dtypes) or '(none)'}: use {', '.join(dtypes.FLOATS)}")
 
 
 def select(options: BenchOptions) -> list[Workload]:
@@ -136,7 +144,8 @@ def isa_levels(options: BenchOptions) -> list[str]:
 
 
 def run_bench(catalog, options: BenchOptions, log=print) -> dict:
-    """Every selected workload at every requested ISA level (see the module docstring)."""
+    """Every selected workload in every requested dtype at every requested ISA level (see the module docstring)."""
+    check_dtypes(options)
     levels = isa_levels(options)
     if len(levels) == 1:
         return _run_level(catalog, options, levels[0], log)
@@ -170,6 +179,7 @@ def _run_child(catalog, options: BenchOptions, level: str, log) -> dict:
         argv += ["--sizes", ",".join(options.sizes)] if options.sizes else []
         argv += ["--bandwidth"] if options.bandwidth else []
         argv += ["--quick"] if options.quick else []
+        argv += ["--dtype", ",".join(options.dtypes)]
         env = {**os.environ, **level_env(level)}
         child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in child.stderr:  # its progress, as it comes
@@ -239,9 +249,13 @@ def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
             _save(doc, options.out)
         with warm_allocator() as allocator:  # the in-process peers' outputs, as openmp's and ort's
             doc["environment"]["peer_allocator"] = allocator
-            for w in workloads:
+            for w, dtype in ((w, d) for w in workloads for d in options.dtypes):
+                spec = catalog.by_op(w.op)
+                if dtype not in spec.type_constraints[spec.main_type].types:
+                    log(f"  {w.op} {w.size}: its spec has no {dtype}, skipped")
+                    continue
                 row = _bench_one(catalog, w, backends, torch, budget, problems, log, options.threads,
-                                 options.bandwidth)
+                                 options.bandwidth, dtype)
                 if row["flops"] and "sgemm_gflops" in doc["limits"]:  # this level's, rows of all levels in one file
                     row["sgemm_gflops"] = doc["limits"]["sgemm_gflops"]
                 doc["results"].append({**row, "isa": level})
@@ -287,18 +301,31 @@ def _seed(w: Workload) -> int:
     return int.from_bytes(hashlib.sha256(f"{w.op}/{w.size}".encode()).digest()[:8], "little")
 
 
+def cast_inputs(spec, inputs: list, dtype: str) -> list:
+    """The drawn float32 inputs in the case dtype `dtype`: each float input takes the dtype the spec binds it
+    to (LayerNormalizationGrad's statistics stay float32 for float16 data); integer and bool inputs stay."""
+    def cast(tensor, value):
+        if value is None or value.dtype.kind != "f":
+            return value
+        return value.astype(dtypes.NUMPY[spec.dtype_of(tensor, dtype)])
+    return [cast(t, v) for t, v in zip(spec.inputs, inputs)]
+
+
 def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, problems: list, log,
-               threads: int = 1, bandwidth: bool = False) -> dict:
+               threads: int = 1, bandwidth: bool = False, dtype: str = "float32") -> dict:
     spec = catalog.by_op(w.op)
-    inputs = w.make(np.random.default_rng(_seed(w)))
-    request = Request(spec, "float32", inputs, dict(w.attributes), (True,) * len(spec.outputs))
-    row = {"op": w.op, "size": w.size, "dtype": "float32", "shape": w.shape, "bytes": w.bytes, "flops": w.flops,
+    inputs = cast_inputs(spec, w.make(np.random.default_rng(_seed(w))), dtype)
+    request = Request(spec, dtype, inputs, dict(w.attributes), (True,) * len(spec.outputs))
+    nbytes = w.bytes_at(np.dtype(dtypes.NUMPY[dtype]).itemsize)
+    row = {"op": w.op, "size": w.size, "dtype": dtype, "shape": w.shape, "bytes": nbytes, "flops": w.flops,
            "median_s": {}, "spread": {}, "gbs": {}, "gflops": {}}
+    label = f"{w.op} {w.size}" + (f" {dtype}" if dtype != "float32" else "")
     # Rounds interleave the backends (openmp, ort, ..., torch, then again), so a change in the
     # machine's load during one workload shifts every backend's samples alike, not one ratio.
     samples: dict[str, list[float]] = {}
     failed: set[str] = set()
-    triad = triad_call(threads, w.bytes // 12) if bandwidth and w.bytes else None
+    triad = triad_call(threads, nbytes // 12) if bandwidth and nbytes else None
+    peer = _torch_peer(w, inputs, label, problems, log) if torch is not None else None
     for round_ in range(budget.rounds):
         share = budget.per_round(first=round_ == 0)
         for name, backend in backends.items():
@@ -310,19 +337,34 @@ def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, prob
             else:
                 failed.add(name)
                 samples.pop(name, None)
-                problems.append(f"{w.op} {w.size} on {name}: {times}")
-                log(f"  {w.op} {w.size} on {name}: {times}")
-        if torch is not None and w.torch is not None:
-            samples.setdefault("torch", []).extend(repeat(w.torch(inputs), share))
+                problems.append(f"{label} on {name}: {times}")
+                log(f"  {label} on {name}: {times}")
+        if peer is not None:
+            samples.setdefault("torch", []).extend(repeat(peer, share))
         if triad is not None:
             samples.setdefault("triad", []).extend(repeat(triad, share))
     for name in [*backends, "torch"]:
         if name in samples:
             _record(row, name, samples[name])
     if triad is not None:  # the machine's bandwidth on the same bytes, measured in the same rounds
-        row["triad_gbs"] = w.bytes / median_and_spread(samples["triad"])[0] / 1e9
+        row["triad_gbs"] = nbytes / median_and_spread(samples["triad"])[0] / 1e9
     log(_line(row))
     return row
+
+
+def _torch_peer(w: Workload, inputs: list, label: str, problems: list, log):
+    """torch's call on these inputs, run once to see that torch takes them (not every ATen CPU kernel has
+    every dtype): a refusal is a problem of the row, not the end of the bench."""
+    if w.torch is None:
+        return None
+    try:
+        call = w.torch(inputs)
+        call()
+        return call
+    except Exception as e:  # noqa: BLE001 - torch's own error, whatever its type
+        problems.append(f"{label} on torch: {type(e).__name__}: {e}")
+        log(f"  {problems[-1]}")
+        return None
 
 
 def _record(row: dict, backend: str, times: list[float]) -> None:
@@ -364,17 +406,17 @@ def _throughput(row: dict, limits: dict | None = None) -> str:
 
 
 def _line(row: dict) -> str:
-    return (f"{row['op']:20s} {row['size']:11s} openmp {_ms(row, 'openmp').strip()} ms  ort {_ms(row, 'ort').strip()} ms"
-            f"  torch {_ms(row, 'torch').strip()} ms  {_throughput(row)}")
+    return (f"{row['op']:20s} {row['size']:11s} {row['dtype']:8s} openmp {_ms(row, 'openmp').strip()} ms"
+            f"  ort {_ms(row, 'ort').strip()} ms  torch {_ms(row, 'torch').strip()} ms  {_throughput(row)}")
 
 
 def table(doc: dict) -> str:
     """The figures as a text table: medians in ms, ratios openmp / peer (below 1: openmp faster)."""
-    head = (f"{'op':20s} {'size':11s} {'isa':8s} {'shape':34s} {'openmp ms':>9} {'ort ms':>9} {'torch ms':>9} {'ref ms':>9} "
+    head = (f"{'op':20s} {'size':11s} {'dtype':8s} {'isa':8s} {'shape':34s} {'openmp ms':>9} {'ort ms':>9} {'torch ms':>9} {'ref ms':>9} "
             f"{'/ort':>6} {'/torch':>6}  openmp throughput")
     lines = [head, "-" * len(head)]
     for row in doc["results"]:
-        lines.append(f"{row['op']:20s} {row['size']:11s} {row.get('isa', '-'):8s} {str(row['shape'])[:34]:34s} {_ms(row, 'openmp')} "
+        lines.append(f"{row['op']:20s} {row['size']:11s} {row.get('dtype', 'float32'):8s} {row.get('isa', '-'):8s} {str(row['shape'])[:34]:34s} {_ms(row, 'openmp')} "
                      f"{_ms(row, 'ort')} {_ms(row, 'torch')} {_ms(row, 'reference')} {_ratio(row, 'ort')} "
                      f"{_ratio(row, 'torch')}  {_throughput(row, doc['limits'])}")
     for e in doc.get("isa_levels") or [{"isa": doc.get("environment", {}).get("isa", "-"), "limits": doc["limits"]}]:

@@ -2,7 +2,8 @@
 floating-point operations one call costs, and PyTorch's equivalent CPU kernel (the peer to beat).
 
 Adding an op's benchmark is adding entries to WORKLOADS (and a torch peer when torch has one).
-Inputs are float32 and valid; shapes follow the issue's published sizes for the large ones.
+Inputs are drawn float32 and valid (`opconform bench --dtype` casts them); shapes follow the issue's
+published sizes for the large ones.
 """
 from __future__ import annotations
 
@@ -26,9 +27,14 @@ class Workload:
     shape: str  # shown in the table
     make: Callable[[np.random.Generator], list[np.ndarray | None]]  # the op's inputs, ONNX order
     attributes: dict = field(default_factory=dict)
-    bytes: int | None = None  # memory traffic of one call (memory-bound ops)
+    bytes: int | None = None  # memory traffic of one call with float32 data (memory-bound ops)
+    fixed_bytes: int = 0  # the part of `bytes` whatever the float type: indices, masks
     flops: float | None = None  # floating-point operations of one call (ConvGrad, GRU)
     torch: Callable[[list], Callable[[], object]] | None = None  # inputs -> a call of torch's kernel
+
+    def bytes_at(self, itemsize: int) -> int | None:
+        """`bytes` with the float tensors `itemsize` bytes an element instead of float32's 4."""
+        return None if self.bytes is None else (self.bytes - self.fixed_bytes) * itemsize // F32 + self.fixed_bytes
 
 
 F32 = 4
@@ -42,7 +48,9 @@ def _normal(rng, *shape):
 def _t(*arrays):
     import torch
 
-    return [None if a is None else torch.from_numpy(a) for a in arrays]
+    def tensor(a):  # torch.from_numpy takes no ml_dtypes.bfloat16: its bits, viewed as torch's bfloat16
+        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16) if a.dtype.name == "bfloat16" else torch.from_numpy(a)
+    return [None if a is None else tensor(a) for a in arrays]
 
 
 # ---- elementwise ------------------------------------------------------------------------------
@@ -271,6 +279,7 @@ def _layer_norm(op: str, size: str, rows: int, width: int) -> Workload:
 
         if not simplified:  # ATen's own LayerNorm backward kernel, all three gradients
             dy, x, scale, mean, inv = _t(*inputs)
+            mean, inv = mean.to(x.dtype), inv.to(x.dtype)  # ATen's CPU kernel keeps a float16 X's statistics in float16
             bias = torch.zeros_like(scale)
             return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [width], mean, inv, scale, bias,
                                                                       [True, True, True])
@@ -303,7 +312,7 @@ def _dropout(size: str, rows: int, width: int, ratio: float = 0.1) -> Workload:
 
     # bytes: dy read, the bool mask read (1 byte an element), dx written
     return Workload("DropoutGrad", size, f"{rows}x{width} ratio {ratio}", make, bytes=rows * width * (2 * F32 + 1),
-                    torch=peer)
+                    fixed_bytes=rows * width, torch=peer)
 
 
 DROPOUT_SIZES = (("small", 64, 128), ("medium", 1024, 1024), ("large", 8192, 1024))
@@ -359,7 +368,8 @@ def _max_pool(size: str, n: int, c: int, hw: int, k: int, stride: int, pad: int)
     out = (hw + 2 * pad - k) // stride + 1
     # bytes: dY (4) and Indices (8) read per output element, dX written
     return Workload("MaxPoolGrad", size, f"N {n} C {c} {hw}x{hw} k{k} s{stride} p{pad}", make,
-                    {"dX_shape": list(x_shape)}, bytes=n * c * (out * out * (F32 + 8) + hw * hw * F32), torch=peer)
+                    {"dX_shape": list(x_shape)}, bytes=n * c * (out * out * (F32 + 8) + hw * hw * F32),
+                    fixed_bytes=n * c * out * out * 8, torch=peer)
 
 
 def _average_pool(size: str, n: int, c: int, hw: int, k: int, stride: int) -> Workload:
@@ -430,7 +440,7 @@ def _gather(size: str, rows: int, width: int, tokens: int) -> Workload:
 
     # bytes: dX written, dY and the indices read
     return Workload("GatherGrad", size, f"table {rows}x{width}, {tokens} indices", make,
-                    bytes=rows * width * F32 + tokens * (width * F32 + 8), torch=peer)
+                    bytes=rows * width * F32 + tokens * (width * F32 + 8), fixed_bytes=tokens * 8, torch=peer)
 
 
 def _gather_elements(size: str, x_shape: tuple[int, int], picks: int, axis: int) -> Workload:
@@ -448,7 +458,8 @@ def _gather_elements(size: str, x_shape: tuple[int, int], picks: int, axis: int)
 
     # bytes: dX written, dY and the indices read
     return Workload("GatherElementsGrad", size, f"X {x_shape[0]}x{x_shape[1]}, indices {idx_shape[0]}x{idx_shape[1]} axis {axis}",
-                    make, {"axis": axis}, bytes=math.prod(x_shape) * F32 + math.prod(idx_shape) * (F32 + 8), torch=peer)
+                    make, {"axis": axis}, bytes=math.prod(x_shape) * F32 + math.prod(idx_shape) * (F32 + 8),
+                    fixed_bytes=math.prod(idx_shape) * 8, torch=peer)
 
 
 # the large one is a 32000-token vocabulary's 1024-wide embedding, 8192 tokens per step
