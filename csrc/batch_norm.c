@@ -103,8 +103,6 @@ typedef _Float16 vh16 __attribute__((vector_size(VBYTES / 2))); /* as many lanes
 #define LDV_f16(p) ({ vh16 h_; memcpy(&h_, (p), sizeof h_); __builtin_convertvector(h_, vf32); })
 #endif
 
-/* The per-channel values of one type, converted to AT once (C values: cheap), and X_grad's coefficients
- * from the sums: dX = a * dY + k0 + k1 * (X - mean). */
 /* X_grad over one contiguous run: o = a * dY + k0 + k1 * (X - mean) */
 #define XGRAD_RUN(SFX, ST, AT)                                                                     \
     static inline void xgrad_run_##SFX(ST *restrict o, const ST *restrict d, const ST *restrict v, AT a, \
@@ -128,6 +126,8 @@ static void xgrad_run_f16(uint16_t *restrict o, const uint16_t *restrict d, cons
     }
 }
 
+/* The per-channel values of one type, converted to AT once (C values: cheap), and X_grad's coefficients
+ * from the sums: dX = a * dY + k0 + k1 * (X - mean). */
 #define KERNELS(SFX, ST, AT, LD, STO)                                                              \
     static inline void coef_##SFX(AT db, AT dsx, AT sc, AT iv, int64_t m, AT *a, AT *k0, AT *k1) { \
         AT inv_m = m > 0 ? (AT)1 / (AT)m : (AT)0;                                                  \

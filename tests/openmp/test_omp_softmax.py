@@ -106,6 +106,18 @@ def test_thread_count_bitwise(lib, rng, op, dtype, shape, axis):
         assert np.array_equal(outs[0].view(v), o.view(v))
 
 
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("shape,axis", [((40, 1031), -1), ((6, 300, 33), 1), ((2, 70000), 1), ((2, 300, 260), 1)],
+                         ids=["rows", "strided", "row-past-stage", "strided-past-stage"])
+def test_float16_is_the_float32_kernel_rounded_once(lib, rng, op, shape, axis):
+    """float16 runs as the float32 kernel on the widened inputs, each output rounded once: rows and strided
+    blocks staged through float32, and those too long to stage (70000 > 2^16 elements) element by element."""
+    dy, y = make(rng, op, shape, axis, np.float16)
+    (half,) = lib.run(op, [dy, y], {"axis": axis}, threads=2)
+    (single,) = lib.run(op, [dy.astype(np.float32), y.astype(np.float32)], {"axis": axis}, threads=2)
+    assert np.array_equal(half.view(np.uint16), single.astype(np.float16).view(np.uint16))
+
+
 def test_nan_in_dy_poisons_its_row_only(lib):
     dy = np.ones((3, 8), np.float32)
     y = np.full((3, 8), 1 / 8, np.float32)
