@@ -87,30 +87,76 @@ int32_t opc_prep_batchnorm_grad(opc_call *c, void *plan_v, opc_shape *outs) {
 #endif
 typedef float vf32 __attribute__((vector_size(VBYTES)));
 typedef double vf64 __attribute__((vector_size(VBYTES)));
-typedef _Float16 vh16 __attribute__((vector_size(VBYTES / 2))); /* as many lanes as vf32 */
 #define VT_f32 vf32
 #define VT_f64 vf64
-#define VT_f16 vf32 /* float16 data sums in float32 */
 #define LDV_f32(p) ({ vf32 v_; memcpy(&v_, (p), sizeof v_); v_; })
 #define LDV_f64(p) ({ vf64 v_; memcpy(&v_, (p), sizeof v_); v_; })
-/* float16 widened with F16C where the level has it: GCC 12 converts a _Float16 vector one lane at a time,
- * which made the float16 sums 9x slower than float32's */
+
+/* One plane (n, ch) of S elements added into the channel's lane partials pb, ps (NV vectors each, in memory). */
+#define PLANE_SUMS(SFX, ST, AT, LD)                                                                \
+    static inline void plane_sums_##SFX(const ST *restrict d, const ST *restrict v, AT mu, int64_t S, \
+                                        AT *restrict pb_mem, AT *restrict ps_mem) {                \
+        enum { VW = sizeof(VT_##SFX) / sizeof(AT), NV = LANES / VW };                              \
+        VT_##SFX pb[NV], ps[NV], vmu = (VT_##SFX){0} + mu;                                         \
+        memcpy(pb, pb_mem, sizeof pb);                                                             \
+        memcpy(ps, ps_mem, sizeof ps);                                                             \
+        int64_t i = 0;                                                                             \
+        for (; i + LANES <= S; i += LANES)                                                         \
+            for (int j = 0; j < NV; j++) {                                                         \
+                VT_##SFX g = LDV_##SFX(d + i + j * VW);                                            \
+                pb[j] += g;                                                                        \
+                ps[j] += g * (LDV_##SFX(v + i + j * VW) - vmu);                                    \
+            }                                                                                      \
+        if (i < S) { /* the tail, zero-padded: element s still lands in lane s % LANES */          \
+            AT td[LANES] = {0}, tx[LANES] = {0};                                                   \
+            for (int k = 0; k < S - i; k++) td[k] = LD(d, i + k), tx[k] = LD(v, i + k) - mu;       \
+            for (int j = 0; j < NV; j++) {                                                         \
+                VT_##SFX g, t;                                                                     \
+                memcpy(&g, td + j * VW, sizeof g);                                                 \
+                memcpy(&t, tx + j * VW, sizeof t);                                                 \
+                pb[j] += g;                                                                        \
+                ps[j] += g * t;                                                                    \
+            }                                                                                      \
+        }                                                                                          \
+        memcpy(pb_mem, pb, sizeof pb);                                                             \
+        memcpy(ps_mem, ps, sizeof ps);                                                             \
+    }
+PLANE_SUMS(f32, float, float, LD_ID)
+PLANE_SUMS(f64, double, double, LD_ID)
+#if defined(__F16C__)
+/* float16 loaded a vector at a time with F16C (GCC 12 converts a _Float16 vector a lane at a time, which
+ * made these sums 9x slower than float32's) */
+#define VT_f16 vf32
 #if defined(__AVX512F__)
 #define LDV_f16(p) ((vf32)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p))))
-#elif defined(__F16C__) && VBYTES == 32
-#define LDV_f16(p) ((vf32)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p))))
 #else
-#define LDV_f16(p) ({ vh16 h_; memcpy(&h_, (p), sizeof h_); __builtin_convertvector(h_, vf32); })
+#define LDV_f16(p) ((vf32)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p))))
+#endif
+PLANE_SUMS(f16, uint16_t, float, LD_F16)
+#else
+/* float16 without F16C: blocks of HALF_BLOCK (a multiple of LANES, so every element keeps its lane) widened
+ * by opc_f16_to_f32's integer form, which GCC vectorises, and summed by the float32 code (1.6x faster than
+ * widening in the loop) */
+static inline void plane_sums_f16(const uint16_t *restrict d, const uint16_t *restrict v, float mu, int64_t S,
+                                  float *restrict pb, float *restrict ps) {
+    float fd[HALF_BLOCK], fv[HALF_BLOCK];
+    for (int64_t i0 = 0; i0 < S; i0 += HALF_BLOCK) {
+        const int64_t m = S - i0 < HALF_BLOCK ? S - i0 : HALF_BLOCK;
+        widen_f16(d + i0, fd, m);
+        widen_f16(v + i0, fv, m);
+        plane_sums_f32(fd, fv, mu, m, pb, ps);
+    }
+}
 #endif
 
 /* X_grad over one contiguous run: o = a * dY + k0 + k1 * (X - mean) */
-#define XGRAD_RUN(SFX, ST, AT)                                                                     \
-    static inline void xgrad_run_##SFX(ST *restrict o, const ST *restrict d, const ST *restrict v, AT a, \
-                                       AT k0, AT k1, AT mu, int64_t S) {                           \
+#define XGRAD_RUN(SFX, T)                                                                          \
+    static inline void xgrad_run_##SFX(T *restrict o, const T *restrict d, const T *restrict v, T a, T k0, \
+                                       T k1, T mu, int64_t S) {                                    \
         for (int64_t i = 0; i < S; i++) o[i] = a * d[i] + k0 + k1 * (v[i] - mu);                  \
     }
-XGRAD_RUN(f32, float, float)
-XGRAD_RUN(f64, double, double)
+XGRAD_RUN(f32, float)
+XGRAD_RUN(f64, double)
 /* float16: the same float32 formula on blocks widened exactly (8 at a time with F16C), each result rounded
  * once as the scalar conversion rounds it; a scalar conversion per element made float16 3.4x slower than
  * float32 on the bench's shape. */
@@ -138,34 +184,6 @@ static void xgrad_run_f16(uint16_t *restrict o, const uint16_t *restrict d, cons
     static inline void store_sums_##SFX(ST *gs, ST *gb, int64_t ch, AT dsx, AT db, AT iv) {        \
         if (gs) gs[ch] = STO(iv * dsx);                                                            \
         if (gb) gb[ch] = STO(db);                                                                  \
-    }                                                                                              \
-    /* One plane (n, ch) added into the channel's lane partials pb, ps (NV vectors each, in memory). */ \
-    static inline void plane_sums_##SFX(const ST *restrict d, const ST *restrict v, AT mu, int64_t S, \
-                                        AT *restrict pb_mem, AT *restrict ps_mem) {                \
-        enum { VW = sizeof(VT_##SFX) / sizeof(AT), NV = LANES / VW };                              \
-        VT_##SFX pb[NV], ps[NV], vmu = (VT_##SFX){0} + mu;                                         \
-        memcpy(pb, pb_mem, sizeof pb);                                                             \
-        memcpy(ps, ps_mem, sizeof ps);                                                             \
-        int64_t i = 0;                                                                             \
-        for (; i + LANES <= S; i += LANES)                                                         \
-            for (int j = 0; j < NV; j++) {                                                         \
-                VT_##SFX g = LDV_##SFX(d + i + j * VW);                                            \
-                pb[j] += g;                                                                        \
-                ps[j] += g * (LDV_##SFX(v + i + j * VW) - vmu);                                    \
-            }                                                                                      \
-        if (i < S) { /* the tail, zero-padded: element s still lands in lane s % LANES */          \
-            AT td[LANES] = {0}, tx[LANES] = {0};                                                   \
-            for (int k = 0; k < S - i; k++) td[k] = (AT)LD(d, i + k), tx[k] = (AT)LD(v, i + k) - mu; \
-            for (int j = 0; j < NV; j++) {                                                         \
-                VT_##SFX g, t;                                                                     \
-                memcpy(&g, td + j * VW, sizeof g);                                                 \
-                memcpy(&t, tx + j * VW, sizeof t);                                                 \
-                pb[j] += g;                                                                        \
-                ps[j] += g * t;                                                                    \
-            }                                                                                      \
-        }                                                                                          \
-        memcpy(pb_mem, pb, sizeof pb);                                                             \
-        memcpy(ps_mem, ps, sizeof ps);                                                             \
     }                                                                                              \
     /* Plane mode: channels [c0, c1) in blocks of `cb` whose data fits in cache, each block's planes  \
      * in memory order (n, then channel) for the sums and again for X_grad. A channel's lanes take its \
