@@ -16,6 +16,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "half_blocks.h"
 #include "ops.h"
 
 #if defined(__SSE2__)
@@ -163,7 +164,7 @@ GG_STORE(f64, double, double, ID, (void), (void), 1)
 #endif
 static inline void gg_store_f16(uint16_t *restrict d, const float *restrict a, int64_t n, bool stream) {
     (void)stream;
-    for (int64_t i = 0; i < n; i++) d[i] = opc_f32_to_f16(a[i]);
+    narrow_f16(a, d, n);
 }
 static inline void gg_store_bf16(uint16_t *restrict d, const float *restrict a, int64_t n, bool stream) {
     (void)stream;
@@ -173,7 +174,7 @@ static inline void gg_store_bf16(uint16_t *restrict d, const float *restrict a, 
 /* Output rows [lo, hi) of [outer * n]: row (o, r) = sum over the listed indices j of dY[o, j, :], from 0 in
  * list order. Summed in a row buffer when the sums are wider than T or the row is streamed out; else in
  * place: the first term stored as 0 + g (the bits the buffer gives, -0 included), the rest added. */
-#define GG_ROWS(SFX, T, AT, LD, IN_PLACE)                                                               \
+#define GG_ROWS(SFX, T, AT, ADD, IN_PLACE)                                                              \
     static void gg_rows_##SFX(const T *restrict dy, T *restrict dx, const int64_t *restrict start,      \
                               const int64_t *restrict list, const gg_plan *p, AT *restrict acc,         \
                               int64_t lo, int64_t hi, bool stream) {                                    \
@@ -195,21 +196,36 @@ static inline void gg_store_bf16(uint16_t *restrict d, const float *restrict a, 
                 }                                                                                       \
             } else {                                                                                    \
                 for (int64_t k = 0; k < inner; k++) acc[k] = 0;                                         \
-                for (int64_t e = start[r]; e < start[r + 1]; e++) {                                     \
-                    g = dy + (o * p->m + list[e]) * inner;                                              \
-                    for (int64_t k = 0; k < inner; k++) acc[k] += LD(g, k);                             \
-                }                                                                                       \
+                for (int64_t e = start[r]; e < start[r + 1]; e++)                                       \
+                    ADD(acc, dy + (o * p->m + list[e]) * inner, inner);                                 \
                 gg_store_##SFX(dx + q * inner, acc, inner, stream);                                     \
             }                                                                                           \
         }                                                                                               \
     }
+/* acc += one dY slice, widened to the sums' type */
+#define GG_ADD(SFX, T, AT, LD)                                                                          \
+    static inline void gg_add_##SFX(AT *restrict acc, const T *restrict g, int64_t n) {                 \
+        for (int64_t k = 0; k < n; k++) acc[k] += LD(g, k);                                             \
+    }
 #define LD_ID(g, k) (g)[k]
 #define LD_F16(g, k) opc_f16_to_f32((g)[k])
 #define LD_BF16(g, k) opc_bf16_to_f32((g)[k])
-GG_ROWS(f32, float, float, LD_ID, true)
-GG_ROWS(f64, double, double, LD_ID, true)
-GG_ROWS(f16, uint16_t, float, LD_F16, false)
-GG_ROWS(bf16, uint16_t, float, LD_BF16, false)
+GG_ADD(f32, float, float, LD_ID)
+GG_ADD(f64, double, double, LD_ID)
+GG_ADD(bf16, uint16_t, float, LD_BF16)
+/* float16 in blocks widened first (8 at a time with F16C, whose scalar form the avx2 build uses per element) */
+static inline void gg_add_f16(float *restrict acc, const uint16_t *restrict g, int64_t n) {
+    float w[HALF_BLOCK];
+    for (int64_t k0 = 0; k0 < n; k0 += HALF_BLOCK) {
+        const int64_t m = n - k0 < HALF_BLOCK ? n - k0 : HALF_BLOCK;
+        widen_f16(g + k0, w, m);
+        gg_add_f32(acc + k0, w, m);
+    }
+}
+GG_ROWS(f32, float, float, gg_add_f32, true)
+GG_ROWS(f64, double, double, gg_add_f64, true)
+GG_ROWS(f16, uint16_t, float, gg_add_f16, false)
+GG_ROWS(bf16, uint16_t, float, gg_add_bf16, false)
 
 int32_t opc_exec_gather_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
     const gg_plan *p = plan_v;
