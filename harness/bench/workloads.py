@@ -49,7 +49,9 @@ def _t(*arrays):
     import torch
 
     def tensor(a):  # torch.from_numpy takes no ml_dtypes.bfloat16: its bits, viewed as torch's bfloat16
-        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16) if a.dtype.name == "bfloat16" else torch.from_numpy(a)
+        if a.dtype.name == "bfloat16":
+            return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
+        return torch.from_numpy(a)
     return [None if a is None else tensor(a) for a in arrays]
 
 
