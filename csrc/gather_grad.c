@@ -469,15 +469,14 @@ static void ge_store(const ge_plan *p, void *dst, const void *buf, int64_t n, bo
  * axis-0 workload 2.7x faster. */
 #define GE_TILE_BYTES ((int64_t)1 << 20)
 
-/* A tile's [n, t1 - t0] buffer (float32 sums for float16 data) into dX's rows (at `base`, the leading offset),
- * columns t0.. or tail[t0..]. */
+/* A tile's [n, t1 - t0] buffer of asize-byte sums (float32 for float16 data) into dX's rows (at `base`, the
+ * leading offset), columns t0.. or tail[t0..]. */
 static void ge_tile_out(const ge_plan *p, char *base, const char *buf, const int64_t *tail, int64_t t0, int64_t t1,
-                        size_t esize) {
+                        size_t esize, size_t asize) {
     const int64_t tw = t1 - t0, xs = p->xstride[p->axis];
-    const size_t bsize = p->dtype == OPC_FLOAT16 ? sizeof(float) : esize;
     for (int64_t v = 0; v < p->n; v++) {
         char *row = base + v * xs * (int64_t)esize;
-        const char *from = buf + v * tw * (int64_t)bsize;
+        const char *from = buf + v * tw * (int64_t)asize;
         if (p->dtype == OPC_FLOAT16 && !tail)
             gg_store_f16((uint16_t *)row + t0, (const float *)from, tw, false);
         else if (p->dtype == OPC_FLOAT16)
@@ -500,8 +499,10 @@ int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan_v, opc_tenso
     const int64_t slabs = slab > 0 ? total / slab : 0;
     const size_t esize = opc_dtype_size(p->dtype), asize = p->dtype == OPC_DOUBLE ? sizeof(double) : sizeof(float);
     const bool wide = p->dtype == OPC_FLOAT16; /* summed in float32, rounded once */
-    /* float16 needs a buffer of sums: column mode's tile buffer when even the narrowest tile fits it, else
-     * whole slabs (a single slab of a big X along axis 0 was one thread scattering into 16 MiB: 4.8x float32) */
+    /* Column mode sums through a tile buffer (see GE_TILE_BYTES) unless one axis step is one element (the last
+     * axis) or the axis is so long that even the narrowest tile outgrows the budget. float16 needs a buffer of
+     * sums: the tile buffer when it fits, else whole slabs (a single slab of a big X along axis 0 was one
+     * thread scattering into 16 MiB: 4.8x float32). */
     const bool tiles_fit = p->B > 1 && p->n * 16 * (int64_t)asize <= GE_TILE_BYTES;
     const bool by_slab = slab * (int64_t)asize <= GE_SLAB_BYTES || (wide && !tiles_fit);
     const bool stream = total * (int64_t)esize >= opc_stream_bytes();
@@ -569,11 +570,8 @@ int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan_v, opc_tenso
 #pragma omp barrier
             }
             opc_split(cols, nth, th, 16, &lo, &hi);
-            /* through a buffer (see GE_TILE_BYTES) unless one axis step is one element (the last axis) or
-             * the axis is so long that even the narrowest tile outgrows the budget */
-            const bool via_buf = p->B > 1 && p->n * tile * (int64_t)asize <= GE_TILE_BYTES;
-            char *tb = via_buf && lo < hi ? malloc((size_t)(p->n * tile) * asize) : NULL;
-            if (via_buf && lo < hi && !tb) lo = hi, bad = 2;
+            char *tb = tiles_fit && lo < hi ? malloc((size_t)(p->n * tile) * asize) : NULL;
+            if (tiles_fit && lo < hi && !tb) lo = hi, bad = 2;
             for (int64_t a = lo / (p->B > 0 ? p->B : 1); lo < hi && a * p->B < hi; a++) {
                 const int64_t b0 = a * p->B < lo ? lo - a * p->B : 0, b1 = (a + 1) * p->B > hi ? hi - a * p->B : p->B;
                 char *base = (char *)dx + ge_lead_offset(p, a) * (int64_t)esize;
@@ -582,7 +580,7 @@ int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan_v, opc_tenso
                     if (tb) {
                         memset(tb, 0, (size_t)(p->n * (t1 - t0)) * asize);
                         bad |= ge_scatter(p, dy, ix, tb, NULL, a, t0, t1, t1 - t0, t0, NULL, 0);
-                        ge_tile_out(p, base, tb, tail, t0, t1, esize);
+                        ge_tile_out(p, base, tb, tail, t0, t1, esize, asize);
                         continue;
                     }
                     if (covers) /* every dX column is an index column (same dims): zero the tile's block here */

@@ -154,7 +154,7 @@ static inline float opc_f16_to_f32(uint16_t h) {
     memcpy(&sub, &tiny, 4);
     const uint32_t normal = (mag << 13) + ((uint32_t)(127 - 15) << 23); /* the exponent rebiased */
     const uint32_t special = (mag << 13) | 0x7f800000u | ((int32_t)mag > 0x7c00 ? 0x00400000u : 0u);
-    /* signed compares (every magnitude is below 2^31): SSE and AVX2 have no unsigned vector compare */
+    /* signed compares (every magnitude is below 2^31): SSE has no unsigned vector compare */
     const uint32_t u = sign | ((int32_t)mag >= 0x7c00 ? special : (int32_t)mag >= 0x0400 ? normal : sub);
     float f;
     memcpy(&f, &u, 4);
