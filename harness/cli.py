@@ -110,10 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs (default: every op with a benchmark)")
     p.add_argument("--sizes", type=_comma_list, help="size labels or globs: small, medium, large, large-* (default: all)")
     p.add_argument("--backends", type=_comma_list, help="default: openmp, ort, torch, reference (those available)")
-    p.add_argument("--threads", type=int, default=2, help="threads for every backend and the limits (default 2)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads for every backend and the limits (default 1: on a shared machine more threads "
+                        "measure the neighbours' load)")
     p.add_argument("--bandwidth", action="store_true",
                    help="also measure the machine's limits: a STREAM-like triad (GB/s) and sgemm (GFLOP/s)")
-    p.add_argument("--quick", action="store_true", help="a few repetitions only, to check the command works")
+    p.add_argument("--quick", action="store_true",
+                   help="a few repetitions only, to check the command works: rough figures, not for comparison")
     p.add_argument("--isa", type=_comma_list, metavar="LEVEL[,LEVEL...]",
                    help="ISA levels of the openmp kernels to measure, one after another (baseline, avx2, avx512; "
                         "default: the selected one, OPCONFORM_ISA or the best); torch is forced to the same level")
@@ -314,7 +317,7 @@ def cmd_report(args) -> int:
 def cmd_bench(args) -> int:
     import datetime
 
-    from harness.bench.runner import BACKENDS, BenchError, BenchOptions, main_log, run_bench, table
+    from harness.bench.runner import BACKENDS, BenchError, BenchOptions, header, main_log, run_bench, table
 
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
@@ -322,6 +325,7 @@ def cmd_bench(args) -> int:
     options = BenchOptions(ops=args.ops, sizes=args.sizes, backends=args.backends or list(BACKENDS),
                            threads=args.threads, bandwidth=args.bandwidth, quick=args.quick, out=out,
                            isa=args.isa, dtypes=args.dtype)
+    main_log(header(options))
     try:
         doc = run_bench(load(args), options, log=main_log)
     except BenchError as e:

@@ -40,7 +40,9 @@ def test_cli_writes_the_report_schema(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "ReluGrad" in printed and "ConvGrad" in printed and f"bench: {out}" in printed
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "opconform-bench/1" and doc["threads"] == 2
+    assert doc["schema"] == "opconform-bench/1" and doc["threads"] == 1  # one thread unless asked: a shared machine
+    assert doc["quick"] is True and "rough figures" in printed  # --quick says its figures are rough
+    assert set(doc["load_average"]) == {"start", "end"} and "1-minute load average" in printed
     assert [(r["op"], r["size"]) for r in doc["results"]] == [
         ("ReluGrad", "small"), ("SoftmaxGrad_13", "small"), ("ConvGrad", "small")]
     for row in doc["results"]:
@@ -287,3 +289,51 @@ def test_a_level_the_cpu_lacks_is_refused_with_the_reason(monkeypatch):
         runner.isa_levels(BenchOptions(isa=["avx2"]))
     with pytest.raises(BenchError, match="not a level"):
         runner.isa_levels(BenchOptions(isa=["sse7"]))
+
+
+def _noisy_backend(times_per_round):
+    """A fake backend whose rounds return the given per-call times, one list per round."""
+    rounds = iter(times_per_round)
+
+    class Fake:
+        def availability(self):
+            return None
+
+        def time(self, request, budget):
+            return list(next(rounds))
+
+        def environment(self):
+            return {}
+
+        def close(self):
+            pass
+
+    return Fake()
+
+
+@pytest.mark.parametrize("rounds, warned", [
+    ([[1.0e-3] * 4, [1.0e-3] * 4, [1.0e-3] * 4], False),    # three rounds agreeing exactly
+    ([[1.0e-3] * 4, [1.05e-3] * 4, [1.0e-3] * 4], False),   # 5 %: within the 10 % bound
+    ([[1.0e-3] * 4, [1.3e-3] * 4, [1.0e-3] * 4], True),     # one round 30 % slower: the machine got busy
+    ([[1.0e-3, 1.0e-3, 2e-3, 2e-3]] * 3, True),             # calls within each round spread by 2x
+])
+def test_a_figure_whose_repeated_runs_disagree_is_flagged(catalog, monkeypatch, rounds, warned):
+    monkeypatch.setattr(runner, "create", lambda name, threads: _noisy_backend(rounds))
+    doc = run_bench(catalog, BenchOptions(ops=["ReluGrad"], sizes=["small"], backends=["openmp"]),
+                    log=lambda message: None)
+    printed = table(doc)
+    row = doc["results"][0]
+    noise = runner._noise(row, "openmp")
+    assert f"±{noise:4.0%}" in printed  # each figure with its spread
+    assert ("warning: ReluGrad small float32" in printed) is warned
+    assert (noise > runner.NOISY) is warned
+
+
+def test_the_header_names_threads_and_load(monkeypatch):
+    monkeypatch.setattr(runner.os, "getloadavg", lambda: (1.75, 0.0, 0.0))
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    line = runner.header(BenchOptions(threads=1, quick=True))
+    assert line.startswith("bench: 1 thread(s) on 2 CPU(s), 1-minute load average 1.75")
+    assert "busy" in line and "rough figures" in line  # 1.75 + 1 thread > 2 CPUs
+    monkeypatch.setattr(runner.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
+    assert "busy" not in runner.header(BenchOptions(threads=1))

@@ -87,7 +87,7 @@ class BenchOptions:
     ops: list[str] | None = None  # op names or globs
     sizes: list[str] | None = None  # size labels or globs (small, medium, large, large-*)
     backends: list[str] = field(default_factory=lambda: list(BACKENDS))
-    threads: int = 2
+    threads: int = 1  # one thread by default: on a shared 2-core machine two threads measure the neighbours
     bandwidth: bool = False  # also measure the triad and sgemm limits
     quick: bool = False  # a few repetitions only (smoke-testing the command)
     out: Path | None = None
@@ -161,6 +161,7 @@ def run_bench(catalog, options: BenchOptions, log=print) -> dict:
                                      if k.startswith(("isa", "torch", "kernels", "blas"))}})
         doc["results"] += part["results"]
         doc["problems"] += [f"[{level}] {p}" for p in part["problems"]]
+        doc["load_average"] = {"start": doc["load_average"].get("start"), "end": part["load_average"].get("end")}
         if not doc["limits"]:
             doc["limits"] = part["limits"]
         doc["environment"]["isa"] = ", ".join(e["isa"] for e in doc["isa_levels"])
@@ -229,7 +230,7 @@ def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
             backend.close()
         else:
             backends[name] = backend
-    doc = {"schema": SCHEMA, "threads": options.threads,
+    doc = {"schema": SCHEMA, "threads": options.threads, "quick": options.quick, "load_average": {"start": load_average()},
            "environment": {**environment.describe(Path.cwd()), "torch": torch_version,
                            "repetitions": ", ".join(f"{k} {v}" for k, v in budget.as_dict().items()),
                            "isa": level, "isa_forced_torch": wanted_capability,
@@ -263,7 +264,27 @@ def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
     finally:
         for backend in backends.values():
             backend.close()
+        doc["load_average"]["end"] = load_average()
+        _save(doc, options.out)
     return doc
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (runnable processes), None where the OS has none."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def header(options: BenchOptions) -> str:
+    """The line a bench starts with: what the figures are measured under."""
+    load = load_average()
+    text = (f"bench: {options.threads} thread(s) on {os.cpu_count()} CPU(s), 1-minute load average "
+            f"{'unknown' if load is None else f'{load:.2f}'}")
+    if load is not None and load + options.threads > (os.cpu_count() or 1):
+        text += " (the machine is busy: figures will be noisy)"
+    return text + ("; --quick: a few repetitions only, rough figures" if options.quick else "")
 
 
 def _flag(problems: list, log, problem: str | None) -> None:
@@ -318,11 +339,12 @@ def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, prob
     request = Request(spec, dtype, inputs, dict(w.attributes), (True,) * len(spec.outputs))
     nbytes = w.bytes_at(np.dtype(dtypes.NUMPY[dtype]).itemsize)
     row = {"op": w.op, "size": w.size, "dtype": dtype, "shape": w.shape, "bytes": nbytes, "flops": w.flops,
-           "median_s": {}, "spread": {}, "gbs": {}, "gflops": {}}
+           "median_s": {}, "spread": {}, "rounds_differ": {}, "gbs": {}, "gflops": {}}
     label = f"{w.op} {w.size}" + (f" {dtype}" if dtype != "float32" else "")
     # Rounds interleave the backends (openmp, ort, ..., torch, then again), so a change in the
     # machine's load during one workload shifts every backend's samples alike, not one ratio.
     samples: dict[str, list[float]] = {}
+    round_medians: dict[str, list[float]] = {}  # one median per round and backend: do repeated runs agree?
     failed: set[str] = set()
     triad = triad_call(threads, nbytes // 12) if bandwidth and nbytes else None
     peer = _torch_peer(w, inputs, label, problems, log) if torch is not None else None
@@ -334,18 +356,25 @@ def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, prob
             times = backend.time(request, (QUICK if name == "reference" else share).as_dict())
             if isinstance(times, list):
                 samples.setdefault(name, []).extend(times)
+                if times and name != "reference":
+                    round_medians.setdefault(name, []).append(float(np.median(times)))
             else:
                 failed.add(name)
                 samples.pop(name, None)
                 problems.append(f"{label} on {name}: {times}")
                 log(f"  {label} on {name}: {times}")
         if peer is not None:
-            samples.setdefault("torch", []).extend(repeat(peer, share))
+            times = repeat(peer, share)
+            samples.setdefault("torch", []).extend(times)
+            round_medians.setdefault("torch", []).append(float(np.median(times)))
         if triad is not None:
             samples.setdefault("triad", []).extend(repeat(triad, share))
     for name in [*backends, "torch"]:
         if name in samples:
             _record(row, name, samples[name])
+            medians = round_medians.get(name, [])
+            if len(medians) > 1:
+                row["rounds_differ"][name] = (max(medians) - min(medians)) / row["median_s"][name]
     if triad is not None:  # the machine's bandwidth on the same bytes, measured in the same rounds
         row["triad_gbs"] = nbytes / median_and_spread(samples["triad"])[0] / 1e9
     log(_line(row))
@@ -390,6 +419,38 @@ def _ms(row: dict, backend: str) -> str:
     return f"{s * 1e3:9.3f}" if s is not None else f"{'-':>9}"
 
 
+NOISY = 0.10  # repeated runs of one figure that disagree by more than this are flagged
+
+
+def _noise(row: dict, backend: str) -> float | None:
+    """How far repeated runs of one figure disagree: the larger of the interquartile spread of its calls
+    and the gap between its rounds' medians, over the median."""
+    if backend not in row["median_s"]:
+        return None
+    return max(row.get("spread", {}).get(backend, 0.0), row.get("rounds_differ", {}).get(backend, 0.0))
+
+
+def _fig(row: dict, backend: str) -> str:
+    """A median in ms with its spread: `1.234 ±3%`."""
+    noise = _noise(row, backend)
+    if noise is None:
+        return f"{'-':>15}"
+    return f"{_ms(row, backend)} ±{min(noise, 9.99):4.0%}"
+
+
+def noise_warnings(doc: dict) -> list[str]:
+    """One line per figure whose repeated runs disagree by more than NOISY."""
+    lines = []
+    for row in doc["results"]:
+        for backend in row["median_s"]:
+            noise = _noise(row, backend)
+            if noise is not None and noise > NOISY and backend != "reference":
+                lines.append(f"warning: {row['op']} {row['size']} {row.get('dtype', 'float32')} "
+                             f"{row.get('isa', '-')} on {backend}: repeated runs disagree by {noise:.0%} "
+                             f"(over {NOISY:.0%}); its ratios are not to be trusted: rerun on a quieter machine")
+    return lines
+
+
 def _ratio(row: dict, peer: str) -> str:
     a, b = row["median_s"].get("openmp"), row["median_s"].get(peer)
     return f"{a / b:6.2f}" if a and b else f"{'-':>6}"
@@ -412,12 +473,16 @@ def _line(row: dict) -> str:
 
 def table(doc: dict) -> str:
     """The figures as a text table: medians in ms, ratios openmp / peer (below 1: openmp faster)."""
-    head = (f"{'op':20s} {'size':11s} {'dtype':8s} {'isa':8s} {'shape':34s} {'openmp ms':>9} {'ort ms':>9} {'torch ms':>9} {'ref ms':>9} "
-            f"{'/ort':>6} {'/torch':>6}  openmp throughput")
-    lines = [head, "-" * len(head)]
+    head = (f"{'op':20s} {'size':11s} {'dtype':8s} {'isa':8s} {'shape':34s} {'openmp ms':>15} {'ort ms':>15} "
+            f"{'torch ms':>15} {'ref ms':>9} {'/ort':>6} {'/torch':>6}  openmp throughput")
+    load = doc.get("load_average") or {}
+    shown = " -> ".join(f"{v:.2f}" for v in (load.get("start"), load.get("end")) if v is not None) or "unknown"
+    lines = [f"{doc['threads']} thread(s); 1-minute load average {shown} (start -> end)"
+             + ("; --quick: a few repetitions only, rough figures" if doc.get("quick") else ""),
+             head, "-" * len(head)]
     for row in doc["results"]:
-        lines.append(f"{row['op']:20s} {row['size']:11s} {row.get('dtype', 'float32'):8s} {row.get('isa', '-'):8s} {str(row['shape'])[:34]:34s} {_ms(row, 'openmp')} "
-                     f"{_ms(row, 'ort')} {_ms(row, 'torch')} {_ms(row, 'reference')} {_ratio(row, 'ort')} "
+        lines.append(f"{row['op']:20s} {row['size']:11s} {row.get('dtype', 'float32'):8s} {row.get('isa', '-'):8s} {str(row['shape'])[:34]:34s} {_fig(row, 'openmp')} "
+                     f"{_fig(row, 'ort')} {_fig(row, 'torch')} {_ms(row, 'reference')} {_ratio(row, 'ort')} "
                      f"{_ratio(row, 'torch')}  {_throughput(row, doc['limits'])}")
     for e in doc.get("isa_levels") or [{"isa": doc.get("environment", {}).get("isa", "-"), "limits": doc["limits"]}]:
         limits = e.get("limits") or {}
@@ -428,7 +493,9 @@ def table(doc: dict) -> str:
     if doc["limits"]:
         lines.append("'% of limit': memory-bound rows against a triad on the same bytes timed in the same rounds, the "
                      "others against sgemm at their level")
-    lines.append("medians of repeated calls; /ort and /torch are openmp's median over the peer's (below 1: openmp faster); "
+    lines.append("medians of repeated calls, +-: how far repeated runs disagree (interquartile spread, or the gap between "
+                 "interleaved rounds, whichever is larger); /ort and /torch are openmp's median over the peer's (below 1: "
+                 "openmp faster); "
                  "isa: the level openmp ran at, its OpenBLAS and torch forced to the same (OPENBLAS_CORETYPE; ATen, "
                  "and the oneDNN and MKL inside torch), ort its own dispatch")
     allocator = doc.get("environment", {}).get("peer_allocator")
@@ -439,6 +506,7 @@ def table(doc: dict) -> str:
     for e in torch_levels:
         forced = e.get("torch_isa_env") or f"ATEN_CPU_CAPABILITY={e.get('isa_forced_torch')}"  # older files
         lines.append(f"torch at isa {e.get('isa')}: {forced}, torch reports {e.get('torch_cpu_capability')}")
+    lines += noise_warnings(doc)
     return "\n".join(lines)
 
 
