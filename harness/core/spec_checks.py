@@ -15,6 +15,7 @@ import threading
 from harness.core.cases import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, expand, group_params
 from harness.core.contract import value_problem
 from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve_hook
+from harness.spec.errors import exception_text
 from harness.spec.model import BUILTIN_TRANSFORMS, InvalidGroup, Spec
 
 MAX_CASES = 100_000  # per spec: a params product beyond this is a typo, and expanding it would hang
@@ -186,7 +187,7 @@ def _check_hooks(spec: Spec, packages) -> list[tuple[str, str]]:
             out.append((where, f"{e}; write module.path:function of an existing function"))
             continue
         except Exception as e:  # importing the module itself failed: its own bug, one line
-            out.append((where, f"importing {path.partition(':')[0]} raised {type(e).__name__}: {e}"))
+            out.append((where, f"importing {path.partition(':')[0]} raised {exception_text(e)}"))
             continue
         if keywords:
             params = _parameters(fn)
@@ -308,30 +309,63 @@ def case_bytes(spec: Spec, dtype: str, shapes: dict) -> int:
             + sum(size(o.shape_from, o) for o in spec.outputs if o.shape_from))
 
 
-HOOK_SECONDS = 2.0  # a shape hook or valid_if answers in microseconds; one that loops must not hang validate
+# A shape hook or valid_if answers in microseconds; one that loops must not hang validate. The limit
+# counts the CPU time of the process (ITIMER_PROF: user + system, all threads), never wall time, so
+# that a loaded machine cannot make a spec invalid. Slowest hook call over every case of every spec
+# and tier (nightly included), measured 2026-11-28: 0.08 s of CPU (SoftmaxCrossEntropyLossGrad
+# float32-vocab/shape=256x32000: its forward reference run on zeros for the shapes of log_prob; 0.17 s
+# wall on an idle 2-core machine), next LogSoftmaxGrad at 0.03 s, every other hook under 0.002 s: 2 s
+# of CPU is 24x the slowest.
+HOOK_CPU_SECONDS = 2.0
 
 
-class HookTimeout(Exception):
-    pass
+class HookTimeout(BaseException):
+    """Raised in a hook that used up its CPU time. A BaseException, like KeyboardInterrupt, so that a
+    hook's own `except Exception` (or the harness's around the forward reference) cannot swallow it."""
 
 
 @contextlib.contextmanager
-def _time_limit(seconds: float):
-    """Raise HookTimeout in the hook after `seconds` (main thread only: elsewhere, no limit)."""
+def _cpu_limit(seconds: float):
+    """Raise HookTimeout in the hook once the process has used `seconds` of CPU time inside the block
+    (main thread only, and not while another SIGPROF handler, a profiler's, is installed: no limit)."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+    previous = signal.getsignal(signal.SIGPROF)
+    if previous not in (signal.SIG_DFL, signal.SIG_IGN, None):
         yield
         return
 
     def expire(signum, frame):
-        raise HookTimeout()
+        raise HookTimeout(f"ran out of its {seconds:g} s of CPU")
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.signal(signal.SIGPROF, expire)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous if previous is not None else signal.SIG_DFL)
+
+
+def _running_hook(spec: Spec, error: BaseException) -> str:
+    """Which of the spec's shape rules was running when `error` was raised in it: 'shape hook m:f' or
+    'forward reference m:f (run on zeros for shapes)'; 'building its shapes' when none of them was."""
+    kinds = {spec.cases.shapes: "shape hook"}
+    kinds.update({i.shape_fn: "shape hook" for i in spec.inputs if i.shape_fn})
+    if spec.forward:
+        kinds.update({rule.shape_fn: "shape hook" for rule in spec.forward.shapes.values() if rule.shape_fn})
+        kinds.setdefault(spec.forward.reference, "forward reference")
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        name = f"{frame.f_globals.get('__name__', '')}:{frame.f_code.co_qualname}"
+        if kinds.get(name) == "forward reference":
+            return f"forward reference {name} (run on zeros for the shapes)"
+        if name in kinds:
+            return f"{kinds[name]} {name}"
+        tb = tb.tb_next
+    return "building its shapes"
 
 
 def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
@@ -358,16 +392,16 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
             report(f"{where}.params.shape", f"{label}: {problem}")
             continue
         try:
-            with _time_limit(HOOK_SECONDS):
+            with _cpu_limit(HOOK_CPU_SECONDS):
                 shapes = input_shapes(case)
-        except HookTimeout:
-            report(hook_field or where, f"{label}: building its shapes did not finish within {HOOK_SECONDS:g} s")
-            break  # the next case would wait as long
+        except HookTimeout as e:
+            report(hook_field or where, f"{label}: {_running_hook(spec, e)} {e}")
+            break  # the next case would take as long
         except RecursionError:
             report(hook_field or where, f"{label}: a shape rule recurses without end")
             continue
         except Exception as e:  # a hook's own error, or a shape rule the params do not fit
-            report(hook_field or where, f"{label}: its shapes cannot be built: {type(e).__name__}: {e}")
+            report(hook_field or where, f"{label}: its shapes cannot be built: {exception_text(e)}")
             continue
         bad = [(n, p) for n, s in shapes.items() if s is not None and (p := _shape_problem(s))]
         if bad:
@@ -390,17 +424,17 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
             continue
         if spec.valid_if and not valid_if_hangs and not isinstance(case.group, InvalidGroup):
             try:
-                with _time_limit(HOOK_SECONDS):
+                with _cpu_limit(HOOK_CPU_SECONDS):
                     answer = resolve(spec.valid_if)(dict(shapes), resolve_attributes(spec, case.attributes))
-            except HookTimeout:
-                report("valid_if", f"{spec.valid_if} did not return within {HOOK_SECONDS:g} s ({label})")
-                valid_if_hangs = True  # asked again, it would wait as long for every case
+            except HookTimeout as e:
+                report("valid_if", f"{spec.valid_if} did not return: it {e} ({label})")
+                valid_if_hangs = True  # asked again, it would take as long for every case
                 continue
             except RecursionError:
                 report("valid_if", f"{spec.valid_if} recurses without end ({label})")
                 continue
             except Exception as e:
-                report("valid_if", f"{spec.valid_if} raised {type(e).__name__}: {e} ({label})")
+                report("valid_if", f"{spec.valid_if} raised {exception_text(e)} ({label})")
                 continue
             if answer is not None and not isinstance(answer, str):
                 report("valid_if", f"{spec.valid_if} returned {type(answer).__name__} {answer!r:.40}; "
@@ -412,7 +446,7 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
                 inputs = make_inputs(case)
                 problems = value_problems(spec, inputs, case.attributes)
             except Exception as e:
-                report(where, f"{label}: its inputs cannot be checked: {type(e).__name__}: {e}")
+                report(where, f"{label}: its inputs cannot be checked: {exception_text(e)}")
                 continue
             if problems:
                 report(where, f"{label}: {problems[0]}; change the group's generator or move it to cases.invalid")

@@ -14,6 +14,7 @@ import numpy as np
 from harness.core import dtypes, generators
 from harness.core.cases import SHAPE, Case, stable_seed
 from harness.spec.dotted import resolve
+from harness.spec.errors import exception_text
 from harness.spec.model import Generator, InvalidGroup, Spec
 
 DRAWN_ROLES = ("grad_output", "forward_input")
@@ -146,7 +147,7 @@ def _forward_output_shapes(case: Case, shapes, forward_shapes, names) -> dict:
     except Exception as e:
         if case.valid:
             raise CaseError(f"forward reference {forward.reference} failed on zeros to give the shapes of "
-                            f"{', '.join(names)}: {e}; give them a shape rule") from e
+                            f"{', '.join(names)}: {exception_text(e)}; give them a shape rule") from e
         if SHAPE not in case.params:
             raise CaseError(f"inputs {', '.join(names)}: the forward op does not fit this invalid case; give them "
                             "shapes in the group's `shapes`") from e
@@ -283,7 +284,7 @@ def _run_forward(case: Case, args: dict) -> dict[str, np.ndarray] | None:
             result = resolve(forward.reference)(**args, **forward_attributes(case))
     except Exception as e:
         if case.valid:
-            raise CaseError(f"forward reference {forward.reference} failed: {e}") from e
+            raise CaseError(f"forward reference {forward.reference} failed: {exception_text(e)}") from e
         return None
     result = result if isinstance(result, tuple) else (result,)
     return dict(zip(forward.outputs, result))

@@ -32,6 +32,13 @@ def unique(problems: list[Problem]) -> list[Problem]:
     return out
 
 
+def exception_text(error: BaseException) -> str:
+    """'Type: message' for a message line; the type alone when str() is empty (HookTimeout(),
+    AssertionError()), so that a reason is never blank."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 class SpecError(Exception):
     """One or more problems in the spec files; str() is one line per problem."""
 
