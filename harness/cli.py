@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tier", choices=TIERS, default="smoke")
     p.add_argument("--cases", help="only case ids matching this glob")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", help=f"export only the cases this backend runs, as its capability probe says "
+                   f"({BACKEND_NAMES_HELP})")
+    _add_command_backend_option(p)
     p.set_defaults(func=cmd_export_onnx)
 
     p = sub.add_parser("gen-tests", help="write one pytest file per spec into generated_tests/")
@@ -396,10 +399,20 @@ def cmd_export_onnx(args) -> int:
     from harness.run.onnx_data import export_cases
     from harness.run.runner import RunOptions, select_cases
 
+    if args.backend:
+        registry.check(args.backend)
     catalog = load(args)
-    cases = select_cases(catalog, RunOptions(ops=args.ops, tier=args.tier, cases=args.cases))
+    cases = [c for c in select_cases(catalog, RunOptions(ops=args.ops, tier=args.tier, cases=args.cases)) if c.valid]
+    left_out = []
+    if args.backend:
+        from harness.run.onnx_data import cases_backend_runs
+
+        cases, left_out = cases_backend_runs(args.backend, cases)
+        for line in left_out:
+            print(line)
     written = export_cases(catalog, cases, args.out, args.seed)
-    print(f"wrote {written} test directories to {args.out} (valid cases only)")
+    runs = f"; only what {args.backend} runs" if args.backend else ""
+    print(f"wrote {written} test directories to {args.out} (valid cases only{runs})")
     return EXIT_OK
 
 

@@ -37,5 +37,5 @@ def test_every_good_directory_is_judged_and_every_broken_one_is_its_own_error(co
         for word in words:
             assert word in mine[0], (word, mine[0])
     assert lines[-1] == (f"{len(expected['good'])} passed, {len(expected['broken'])} failed "
-                         f"({len(expected['broken'])} error)")
+                         f"({len(expected['broken'])} error), 0 unsupported")
     assert not any("Traceback" in line for line in lines)

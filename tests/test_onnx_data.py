@@ -39,14 +39,14 @@ def test_hand_made_directory_passes_on_every_backend(capsys, tmp_path):
     for backend in ("reference", "ort"):
         assert main(["run-onnx", str(directory), "--backend", backend]) == 0
         out = capsys.readouterr().out
-        assert "PASS leaky/test_data_set_0: dX max abs 0" in out and out.strip().endswith("1 passed, 0 failed")
+        assert "PASS leaky/test_data_set_0: dX max abs 0" in out and out.strip().endswith("1 passed, 0 failed, 0 unsupported")
 
 
 def test_wrong_stored_output_fails(capsys, tmp_path):
     assert main(["run-onnx", str(leaky_dir(tmp_path, tamper=True)), "--backend", "reference"]) == 1
     out = capsys.readouterr().out
     assert "FAIL leaky_bad/test_data_set_0" in out and "1 of 8 element(s) outside tolerance" in out
-    assert out.strip().endswith("0 passed, 1 failed")
+    assert out.strip().endswith("0 passed, 1 failed, 0 unsupported")
 
 
 def test_not_a_test_directory(capsys, tmp_path):
@@ -62,8 +62,8 @@ def test_export_then_run_round_trip_and_write_outputs(capsys, tmp_path):
     capsys.readouterr()
     code = main(["run-onnx", *map(str, dirs), "--backend", "ort", "--write-outputs", str(tmp_path / "out")])
     out = capsys.readouterr().out
-    # ORT has no float64 or bfloat16 BiasGeluGrad_dX kernel: reported, not passed.
-    assert code == 1 and out.strip().endswith("6 passed, 6 failed (6 unsupported)")
+    # ORT has no float64 or bfloat16 BiasGeluGrad_dX kernel: reported apart, neither passed nor failed.
+    assert code == 0 and out.strip().endswith("6 passed, 0 failed, 6 unsupported")
     written = tmp_path / "out" / "BiasGeluGrad_dX__float32-basic__shape-3x4" / "test_data_set_0"
     ours = numpy_helper.to_array(onnx.load_tensor(str(written / "output_0.pb")))
     stored = numpy_helper.to_array(onnx.load_tensor(str(dirs[[d.name for d in dirs].index(written.parent.name)]

@@ -20,9 +20,10 @@ from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut,
 from harness.backends.backend_test_dir import write_case, write_outputs, write_tensor
 from harness.core.compare import compare
 from harness.run.engine import prepare, request_for
+from harness.run.probe import capability
 from harness.run.runner import RunError
 from harness.core.spec_checks import unknown_name
-from harness.core.spec_loader import Catalog, UnknownOp
+from harness.core.spec_loader import Catalog
 from harness.spec.model import declared_shape_key
 
 
@@ -68,20 +69,29 @@ def _stored_files(dataset: Path, kind: str) -> dict[int, Path]:
     return found
 
 
+DEFAULT_DOMAIN = "ai.onnx"
+
+
+def canonical_domain(domain: str) -> str:
+    """ONNX writes its default domain as '' (every MaxPoolGrad a training graph holds); specs say ai.onnx."""
+    return domain or DEFAULT_DOMAIN
+
+
 def spec_for_node(catalog: Catalog, node) -> object:
     """The spec of the node's (domain, op), or a DataError naming the unknown domain or op."""
-    domain = node.domain or ""
-    domains = sorted({s.domain for s in catalog.specs})
+    domain = canonical_domain(node.domain)
+    shown = f"{domain!r}" if node.domain else f"'' ({DEFAULT_DOMAIN})"
+    domains = sorted({canonical_domain(s.domain) for s in catalog.specs})
+    same_name = [s for s in catalog.specs if s.op == node.op_type]
+    hint = f"; {node.op_type} is in {canonical_domain(same_name[0].domain)!r}" if same_name else ""
     if domain not in domains:
-        same_name = [s for s in catalog.specs if s.op == node.op_type]
-        hint = f"; {node.op_type} is in {same_name[0].domain!r}" if same_name else ""
-        raise DataError(f"unknown domain {domain!r} (the specs cover {', '.join(map(repr, domains))}){hint}")
-    try:
-        return catalog.by_op(node.op_type, domain)
-    except UnknownOp:
-        names = [s.op for s in catalog.specs if s.domain == domain]
-        message = unknown_name("op", node.op_type, names)
-        raise DataError(message.replace(f"'{node.op_type}'", f"'{node.op_type}' in domain {domain!r}", 1)) from None
+        raise DataError(f"unknown domain {shown} (the specs cover {', '.join(map(repr, domains))}){hint}")
+    for spec in catalog.specs:
+        if spec.op == node.op_type and canonical_domain(spec.domain) == domain:
+            return spec
+    names = [s.op for s in catalog.specs if canonical_domain(s.domain) == domain]
+    message = unknown_name("op", node.op_type, names)
+    raise DataError(message.replace(f"'{node.op_type}'", f"'{node.op_type}' in domain {shown}", 1) + hint)
 
 
 def load_model(directory: Path) -> tuple[onnx.ModelProto, onnx.NodeProto]:
@@ -142,8 +152,15 @@ def request_from_dataset(catalog: Catalog, model, node, dataset: Path, threads: 
     # the case dtype is the main type variable's (dY's: GatherGrad's first input is its int64 shape)
     main = [v for inp, v in zip(spec.inputs, inputs) if v is not None and inp.type == spec.main_type]
     dtype = dtypes.name_of((main or present)[0].dtype)
-    return Request(spec, dtype, inputs, {**node_attributes(node), **_declared_shapes(spec, model, node)},
+    return Request(spec, dtype, inputs, {**_op_attributes(spec, node), **_declared_shapes(spec, model, node)},
                    wanted, threads), expected
+
+
+def _op_attributes(spec, node) -> dict:
+    """The node's attributes, less the forward op's own that a gradient builder copies onto the node although
+    the op reads none of them (MaxPoolGrad carries MaxPool's kernel_shape, strides, pads, ceil_mode)."""
+    forward_only = set(spec.forward.own_attributes) - set(spec.attributes) if spec.forward else set()
+    return {k: v for k, v in node_attributes(node).items() if k not in forward_only}
 
 
 def _declared_shapes(spec, model, node) -> dict:
@@ -163,11 +180,13 @@ def _declared_shapes(spec, model, node) -> dict:
 
 def run_dirs(catalog: Catalog, dirs: list[Path], backend_name: str, write_outputs: Path | None,
              threads: int = 1, timeout: float = 20.0, out=None) -> bool:
+    """Run every test_data_set of every directory on the backend, a line each, then the counts. True when
+    nothing failed: cases the backend does not run (its probe or its own answer) are counted apart."""
     out = out or sys.stdout
     backend = registry.create(backend_name, threads=threads, timeout=timeout)
     if reason := backend.availability():
         raise RunError(f"backend '{backend_name}' is unavailable here: {reason}")
-    passed = failed = 0
+    counts = {"pass": 0, "fail": 0, "unsupported": 0}
     outcomes = {}
     try:
         for directory in dirs:
@@ -178,48 +197,54 @@ def run_dirs(catalog: Catalog, dirs: list[Path], backend_name: str, write_output
                     raise DataError("no test_data_set_N folders")
             except DataError as e:
                 print(f"ERROR {directory}: {_one_line(e)}", file=out)
-                failed += 1
+                counts["fail"] += 1
                 outcomes["error"] = outcomes.get("error", 0) + 1
                 continue
             for dataset in datasets:
                 try:
-                    ok, line = _run_dataset(catalog, backend, model, node, dataset, threads, write_outputs)
+                    verdict, line = _run_dataset(catalog, backend, model, node, dataset, threads, write_outputs)
                 except Exception as e:  # noqa: BLE001 - comparing or writing failed: this case's error only
-                    ok, line = False, f"ERROR {directory.name}/{dataset.name}: {type(e).__name__}: {_one_line(e)}"
+                    verdict, line = "fail", f"ERROR {directory.name}/{dataset.name}: {type(e).__name__}: {_one_line(e)}"
                 print(line, file=out)
-                passed, failed = passed + ok, failed + (not ok)
+                counts[verdict] += 1
                 kind = line.split()[0].lower()
-                if kind not in ("pass", "ran", "fail"):  # say how many of the failures were not value mismatches
+                if verdict == "fail" and kind != "fail":  # say how many of the failures were not value mismatches
                     outcomes[kind] = outcomes.get(kind, 0) + 1
     finally:
         backend.close()
     breakdown = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))
-    print(f"{passed} passed, {failed} failed" + (f" ({breakdown})" if breakdown else ""), file=out)
-    return failed == 0
+    print(f"{counts['pass']} passed, {counts['fail']} failed" + (f" ({breakdown})" if breakdown else "")
+          + f", {counts['unsupported']} unsupported", file=out)
+    return counts["fail"] == 0
 
 
-def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_outputs) -> tuple[bool, str]:
+def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_outputs) -> tuple[str, str]:
+    """(pass, fail or unsupported; the case's line)."""
     label = f"{dataset.parent.name}/{dataset.name}"
     try:
         request, expected = request_from_dataset(catalog, model, node, dataset, threads)
+        # as `opconform run` does: what the backend's probe says it does not run is never run, so never passed
+        support = capability(backend, request.spec, request.dtype)
+        if support.gates:
+            return "unsupported", f"UNSUPPORTED {label}: {request.dtype}: {support.status}: {_one_line(support.reason)}"
         outcome = backend.run(request)
     except DataError as e:
-        return False, f"ERROR {label}: {_one_line(e)}"
+        return "fail", f"ERROR {label}: {_one_line(e)}"
     except Exception as e:  # noqa: BLE001 - one directory's bad data is that case's error, never the run's end
-        return False, f"ERROR {label}: {type(e).__name__}: {_one_line(e)}"
+        return "fail", f"ERROR {label}: {type(e).__name__}: {_one_line(e)}"
     if isinstance(outcome, Rejected):
-        return False, f"FAIL {label}: {backend.name} rejected the inputs: {outcome.message}"
+        return "fail", f"FAIL {label}: {backend.name} rejected the inputs: {outcome.message}"
     if isinstance(outcome, Unsupported):
-        return False, f"UNSUPPORTED {label}: {outcome.reason}"
+        return "unsupported", f"UNSUPPORTED {label}: {outcome.reason}"
     if isinstance(outcome, Crashed):
-        return False, f"CRASH {label}: {outcome.cause or f'worker killed by {outcome.signal}'}"
+        return "fail", f"CRASH {label}: {outcome.cause or f'worker killed by {outcome.signal}'}"
     if isinstance(outcome, TimedOut):
-        return False, f"HANG {label}: no answer within {outcome.seconds:g} s"
+        return "fail", f"HANG {label}: no answer within {outcome.seconds:g} s"
     assert isinstance(outcome, Outputs)
     if write_outputs:
         _write_dataset(write_outputs / dataset.parent.name, model, node, dataset, request, outcome)
     if not expected:
-        return True, f"RAN {label}: no stored outputs to compare" + (" (outputs written)" if write_outputs else "")
+        return "pass", f"RAN {label}: no stored outputs to compare" + (" (outputs written)" if write_outputs else "")
     tolerance = catalog.tolerance(request.spec, request.dtype)
     notes, ok = [], True
     for out_spec, actual in zip(request.spec.outputs, outcome.values):
@@ -229,7 +254,7 @@ def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_ou
         ok &= result.passed
         notes.append(f"{out_spec.name} max abs {result.max_abs:.3g}, tolerance used x{result.budget_used:.3g}"
                      + ("" if result.passed else f": {'; '.join(result.problems)}"))
-    return ok, f"{'PASS' if ok else 'FAIL'} {label}: " + " | ".join(notes)
+    return ("pass" if ok else "fail"), f"{'PASS' if ok else 'FAIL'} {label}: " + " | ".join(notes)
 
 
 def _one_line(error: Exception, limit: int = 400) -> str:
@@ -255,6 +280,26 @@ def export_case(prepared, directory: Path) -> None:
     request = request_for(prepared)
     model = write_case(request, directory)
     write_outputs(request, model, directory, dict(zip([o.name for o in request.spec.outputs], prepared.expected)))
+
+
+def cases_backend_runs(backend_name: str, cases, threads: int = 1, timeout: float = 20.0) -> tuple[list, list[str]]:
+    """(the cases the backend runs, one line per (op, dtype) it does not): decided as `opconform run` decides
+    `unsupported` without running a case, by the backend's capability probe (harness.run.probe)."""
+    backend = registry.create(backend_name, threads=threads, timeout=timeout)
+    try:
+        if reason := backend.availability():
+            raise RunError(f"backend '{backend_name}' is unavailable here: {reason}")
+        kept, left_out = [], {}
+        for case in cases:
+            support = capability(backend, case.spec, case.dtype)
+            if support.gates:
+                left_out.setdefault((case.spec.op, case.dtype), [support, 0])[1] += 1
+            else:
+                kept.append(case)
+    finally:
+        backend.close()
+    return kept, [f"{op} {dtype}: {n} case(s) left out: {backend_name} {support.status}: {_one_line(support.reason, 200)}"
+                  for (op, dtype), (support, n) in left_out.items()]
 
 
 def export_cases(catalog: Catalog, cases, out: Path, seed: int = 0) -> int:
