@@ -47,8 +47,9 @@ int32_t opc_prep_dropout_grad(opc_call *c, void *plan_v, opc_shape *outs) {
     if (!opc_same_shape(dy, mask))
         return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "mask shape %s differs from dy shape %s",
                         opc_shape_str(mask, a, sizeof a), opc_shape_str(dy, b, sizeof b));
-    if (ratio && ratio->rank != 0)
-        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "ratio must be a scalar, got shape %s",
+    /* one value: a scalar, or shape [1] as ORT's kernel reads it and its own tests write it */
+    if (ratio && !(ratio->rank == 0 || (ratio->rank == 1 && ratio->shape[0] == 1)))
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "ratio must hold one value (shape [] or [1]), got shape %s",
                         opc_shape_str(ratio, a, sizeof a));
     if (mode && mode->rank != 0)
         return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "training_mode must be a scalar, got shape %s",

@@ -28,7 +28,7 @@ def _check(case, reference=None):
     return gradient_check(case, prepared.inputs, prepared.forward_inputs, reference=reference)
 
 
-@pytest.mark.parametrize("group", ["basic", "ratio_high", "ratio_zero", "inference", "defaults", "all_kept"])
+@pytest.mark.parametrize("group", ["basic", "ratio_high", "ratio_one_element", "ratio_zero", "inference", "defaults", "all_kept"])
 def test_the_reference_is_dropouts_gradient(catalog, group):
     result = _check(_case(catalog, group))
     assert result.passed and not result.skipped, result.detail()
@@ -60,7 +60,8 @@ def test_dropped_elements_are_exactly_zero_and_identity_modes_copy():
 @pytest.mark.parametrize("kwargs, words", [
     ({"ratio": np.array(1.0)}, "ratio must lie in [0, 1)"),
     ({"ratio": np.array(np.nan)}, "ratio must lie in [0, 1)"),
-    ({"ratio": np.array([0.5])}, "ratio must be a scalar"),
+    ({"ratio": np.array([0.5, 0.5])}, "ratio must hold one value (shape [] or [1]), got shape [2]"),
+    ({"ratio": np.array([[0.5]])}, "ratio must hold one value (shape [] or [1]), got shape [1, 1]"),
     ({"training_mode": np.array([1.0, 0.0])}, "training_mode must be a scalar"),
     ({"mask": np.ones(3)}, "mask shape [3] != data shape [4]"),
 ])
@@ -68,3 +69,9 @@ def test_the_reference_refuses_what_the_contract_refuses(kwargs, words):
     args = {"dy": np.ones(4), "mask": np.ones(4), "ratio": np.array(0.5), "training_mode": np.array(1.0), **kwargs}
     with pytest.raises(ValueError, match=re.escape(words)):
         dropout_grad(**args)
+
+
+def test_a_ratio_of_shape_1_is_its_one_value():
+    dy, mask = np.array([1.0, -2.0, 3.0, 4.0]), np.array([1.0, 0.0, 1.0, 1.0])
+    dx = dropout_grad(dy, mask, np.array([0.75]), np.array(1.0))
+    np.testing.assert_array_equal(dx, [4.0, 0.0, 12.0, 16.0])  # kept: dy / (1 - 0.75), dropped: 0

@@ -12,14 +12,17 @@ import numpy as np
 DEFAULT_RATIO = 0.5
 
 
+RATIO_SHAPES = ((), (1,))  # one value: a scalar, or shape [1] (ORT's kernel reads either; its tests write [1])
+
+
 def ratio_value(ratio) -> float:
-    """The scalar ratio (default 0.5); outside [0, 1) is an error, as the op's contract says."""
+    """The ratio's one value (default 0.5); outside [0, 1) is an error, as the op's contract says."""
     if ratio is None:
         return DEFAULT_RATIO
     ratio = np.asarray(ratio, dtype=np.float64)
-    if ratio.shape != ():
-        raise ValueError(f"ratio must be a scalar, got shape {list(ratio.shape)}")
-    value = float(ratio)
+    if ratio.shape not in RATIO_SHAPES:
+        raise ValueError(f"ratio must hold one value (shape [] or [1]), got shape {list(ratio.shape)}")
+    value = float(ratio.reshape(()))
     if not 0.0 <= value < 1.0:
         raise ValueError(f"ratio must lie in [0, 1), got {value:g}")
     return value

@@ -6,7 +6,20 @@ forward output is the constant 0, so its dx is exactly 0 even where dy is inf or
 """
 import numpy as np
 
-from reference.forward.dropout import kept, ratio_value, training
+from reference.forward.dropout import RATIO_SHAPES, kept, ratio_value, training
+
+
+def case_shapes(params):
+    """{ratio: the group's `ratio_shape` param, a scalar when absent}; dy and mask follow the `shape` param."""
+    return {"ratio": tuple(int(d) for d in params.get("ratio_shape", ()))}
+
+
+def dropout_grad_check(shapes, attributes):
+    """ratio holds one value: shape [] or [1] ([2], [1, 1] and the like are invalid)."""
+    ratio = shapes.get("ratio")
+    if ratio is not None and tuple(ratio) not in RATIO_SHAPES:
+        return f"ratio has shape {list(ratio)}; it must hold one value (shape [] or [1])"
+    return None
 
 
 def dropout_grad(dy, mask, ratio=None, training_mode=None):

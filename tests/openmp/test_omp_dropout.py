@@ -57,6 +57,16 @@ def test_any_nonzero_mask_byte_is_kept(lib):
     np.testing.assert_array_equal(dx, [0, 2, 2, 2])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_a_ratio_of_shape_1_is_read_as_its_one_value(lib, rng, dtype):
+    """ORT's own DropoutGrad tests feed ratio as shape [1]: the same dx as the scalar, bit for bit."""
+    dy, mask, ratio = _inputs(rng, (3, 37), 0.3, dtype)
+    [scalar] = lib.run("DropoutGrad", [dy, mask, ratio, np.array(True)])
+    [one] = lib.run("DropoutGrad", [dy, mask, ratio.reshape(1), np.array(True)])
+    np.testing.assert_array_equal(one, scalar)
+    assert not np.array_equal(one, dy)  # the ratio was applied, not left at an identity
+
+
 def test_ratio_may_have_its_own_float_type(lib, rng):
     dy, mask, _ = _inputs(rng, (40,), 0.5, "float32")
     [dx] = lib.run("DropoutGrad", [dy, mask, np.array(0.75, np.float64), np.array(True)])
@@ -68,7 +78,9 @@ def test_ratio_may_have_its_own_float_type(lib, rng):
     ({2: np.array(1.0, np.float32)}, "OPC_ERR_INVALID_ARGUMENT", "ratio 1 is outside [0, 1)"),
     ({2: np.array(-0.25, np.float32)}, "OPC_ERR_INVALID_ARGUMENT", "outside [0, 1)"),
     ({2: np.array(np.nan, np.float32)}, "OPC_ERR_INVALID_ARGUMENT", "outside [0, 1)"),
-    ({2: np.array([0.5], np.float32)}, "OPC_ERR_INVALID_ARGUMENT", "ratio must be a scalar, got shape [1]"),
+    ({2: np.array([0.5, 0.5], np.float32)}, "OPC_ERR_INVALID_ARGUMENT", "ratio must hold one value (shape [] or [1]), got shape [2]"),
+    ({2: np.array([[0.5]], np.float32)}, "OPC_ERR_INVALID_ARGUMENT", "ratio must hold one value (shape [] or [1]), got shape [1, 1]"),
+    ({2: np.zeros(0, np.float32)}, "OPC_ERR_INVALID_ARGUMENT", "ratio must hold one value (shape [] or [1]), got shape [0]"),
     ({3: np.array([True, False])}, "OPC_ERR_INVALID_ARGUMENT", "training_mode must be a scalar, got shape [2]"),
     ({1: np.ones((4, 8), np.float32)}, "OPC_ERR_UNSUPPORTED_DTYPE", "mask has dtype float32; it must be bool"),
     ({3: np.array(1.0, np.float32)}, "OPC_ERR_UNSUPPORTED_DTYPE", "training_mode has dtype float32"),
