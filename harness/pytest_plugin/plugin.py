@@ -12,7 +12,12 @@ suite's state and results are harness.pytest_plugin.suite. generated_tests/conft
   DIR` keeps it with results.jsonl) and applies the gate's verdict, which also fails on stale or
   expired waivers, stale generated files and an expected backend (reference, openmp, ort) whose
   selected tests skipped as unavailable (`--opconform-allow-missing-backends`, or a marker selection
-  that leaves the backend out, says that is intended). A failed verdict makes the session exit 1.
+  that leaves the backend out, says that is intended).
+- One rule ties the printed verdict to the exit status: the verdict is FAIL when the gate fails or when
+  pytest's own outcome is not a pass (a failed test or a setup or teardown error, a collection error,
+  a spec that does not load in a worker, an internal error, an interrupted session, the gate itself
+  failing), each with a reason line; the session exits non-zero exactly when the verdict is FAIL.
+  A session of the generated suite that fails before any generated test ran still prints a FAIL verdict.
 - Under pytest-split (`--splits N --group K`) stale waivers and divergences are left to
   `opconform merge`; the plugin points pytest-split at generated_tests/.test_durations unless
   `--durations-path` is given.
@@ -22,6 +27,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -31,6 +37,9 @@ from harness.pytest_plugin.suite import DTYPES, TIERS, Suite, SpecsInvalid, mark
 
 _SUITE_DIR = pytest.StashKey[Path]()
 _SPECS_DIR = pytest.StashKey[Path]()
+# the exit statuses after which pytest prints its terminal summary (and with it the gate's block)
+_SUMMARY_EXIT_CODES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED,
+                       pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED)
 
 
 def use_generated_suite(config, suite_dir: Path, specs_dir: Path) -> None:
@@ -157,6 +166,7 @@ class Hooks:
         self.suite = Suite(options, workerinput.get("workerid", "main"), workerinput.get("opconform_parts"),
                            specs_dir_from(config.getoption("opconform_specs"), None))
         self.summary = None
+        self.outcome = PytestOutcome()
 
     def _suite(self) -> Suite:
         if self.suite.specs_dir is None:
@@ -173,7 +183,9 @@ class Hooks:
         try:
             results = self._suite().run(spec_id, dtype, case_id, backend_name)
         except (SpecsInvalid, CaseNotFound) as e:
-            pytest.fail(str(e), pytrace=False)
+            results = e  # failed below, outside the handler: pytest would print the message twice, chained
+        if isinstance(results, Exception):
+            pytest.fail(str(results), pytrace=False)
         if isinstance(results, str):
             pytest.skip(f"backend {backend_name} unavailable: {results}")
         named = [(r, "" if r.check == "reference" else f"{r.check}: ") for r in results]
@@ -198,7 +210,9 @@ class Hooks:
         try:
             result = self._suite().gradient(spec_id, dtype, case_id)
         except (SpecsInvalid, CaseNotFound) as e:
-            pytest.fail(str(e), pytrace=False)
+            result = e
+        if isinstance(result, Exception):
+            pytest.fail(str(result), pytrace=False)
         if result is None:
             pytest.fail(f"{spec_id} {dtype}-{case_id}: the gradient check does not apply to this case any more; "
                         "run `opconform gen-tests`", pytrace=False)
@@ -211,6 +225,16 @@ class Hooks:
         """xdist: the workers write their records where the controller merges them."""
         node.workerinput["opconform_parts"] = str(self.suite.parts)
 
+    # pytest's own outcome, which the verdict includes (on the controller, xdist forwards the workers' reports)
+    def pytest_collectreport(self, report):
+        self.outcome.collected(report)
+
+    def pytest_runtest_logreport(self, report):
+        self.outcome.ran(report)
+
+    def pytest_internalerror(self, excrepr, excinfo):
+        self.outcome.internal_error(excinfo)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
         self.suite.write_meta()
@@ -219,8 +243,18 @@ class Hooks:
             return
         try:
             self._finish(session, exitstatus)
+        except Exception as e:  # the gate itself failed: a FAIL verdict with the reason, never silence or PASS
+            from harness.spec.errors import exception_text
+
+            self.summary = _summary_without_results([f"the gate could not judge the run: {exception_text(e)}"])
         finally:
             shutil.rmtree(self.suite.parts, ignore_errors=True)
+        if self.summary and not self.summary["verdict"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.summary and session.exitstatus not in _SUMMARY_EXIT_CODES:  # pytest prints no terminal summary
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                self.pytest_terminal_summary(reporter)
 
     def _finish(self, session, exitstatus) -> None:
         from harness.codegen import gen_tests
@@ -238,16 +272,23 @@ class Hooks:
         finished = suite.finish(complete, {"markers": self.config.option.markexpr or None,
                                            "keywords": self.config.option.keyword or None},
                                 {"splits": splits, "group": group} if splits else None, stale)
-        if finished is None:
-            return  # no generated test ran in this session
-        summary, records = finished
+        pytest_reasons = self.outcome.reasons()
+        if finished is None:  # no generated test ran in this session
+            if not pytest_reasons or suite_dir is None:
+                return
+            summary, records = _summary_without_results([]), None  # it failed before any generated test ran
+        else:
+            summary, records = finished
+        verdict = summary["verdict"]
+        verdict["reasons"] = [*verdict["reasons"], *pytest_reasons]
+        if not verdict["reasons"] and session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            verdict["reasons"].append(f"pytest: the session ended with exit status {_exit_name(session.exitstatus)}")
+        verdict["passed"] = not verdict["reasons"]
         out = self.config.getoption("opconform_results")
         if out and records is not None:
             summary["run_id"] = out.name
             rundir.write_run(out, records, summary)
         self.summary = summary
-        if not summary["verdict"]["passed"] and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.summary:
@@ -269,3 +310,58 @@ class Hooks:
         out = self.config.getoption("opconform_results")
         if out:
             tr.write_line(f"results: {out}/results.jsonl, {out}/summary.json")
+
+
+class PytestOutcome:
+    """What pytest itself saw fail in the session, as verdict reasons: a count and the first example of
+    each kind (a test failing without a result record, e.g. when a worker cannot load the specs, leaves
+    nothing for the gate's own checks to see)."""
+
+    KINDS = {"collection": "error(s) during collection", "call": "failed test(s)",
+             "setup": "error(s) in test setup", "teardown": "error(s) in test teardown",
+             "internal": "internal error(s)"}
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+        self.first: dict[str, str] = {}
+
+    def _add(self, kind: str, where: str, text: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.first.setdefault(kind, f"{where}: {text}" if where else text)
+
+    def collected(self, report) -> None:
+        if report.failed:
+            self._add("collection", report.nodeid or ".", _report_line(report))
+
+    def ran(self, report) -> None:
+        if report.failed:
+            self._add(report.when if report.when in self.KINDS else "call", report.nodeid, _report_line(report))
+
+    def internal_error(self, excinfo) -> None:
+        from harness.spec.errors import exception_text
+
+        self._add("internal", "", exception_text(excinfo.value) if excinfo is not None else "see INTERNALERROR above")
+
+    def reasons(self) -> list[str]:
+        return [f"pytest: {self.counts[kind]} {label} (first: {self.first[kind]})"
+                for kind, label in self.KINDS.items() if kind in self.counts]
+
+
+def _report_line(report, limit: int = 300) -> str:
+    """One line saying why a report failed: its `E` lines (an exception), else its text."""
+    text = getattr(report, "longreprtext", "") or str(report.longrepr or "")
+    lines = [line for line in text.splitlines() if line.strip() and not re.match(r"\[gw\d+\] ", line)]  # xdist's header
+    lines = [line[1:].strip() for line in lines if line.startswith("E ")] or [line.strip() for line in lines]
+    line = " ".join(" ".join(lines).split()) or "no message"
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def _exit_name(status) -> str:
+    try:
+        return f"{int(status)} ({pytest.ExitCode(status).name})"
+    except ValueError:
+        return str(status)
+
+
+def _summary_without_results(reasons: list[str]) -> dict:
+    return {"results": 0, "totals": {}, "backends": {}, "verdict": {"passed": not reasons, "reasons": reasons}}
