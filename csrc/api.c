@@ -89,7 +89,10 @@ static const char *const SCE_OUT[] = {"d_logits"};
 static const char *const SCE_ATTR[] = {"reduction", "ignore_index"};
 
 #define EW(NAME, IN, NIN, REQ, ATTRS, NATTR, DTS, NDT, NOTES, PREP, EXEC)                         \
-    {{NAME, NIN, IN, REQ, 1, OUT_DX, NDT, DTS, NATTR, ATTRS, NOTES}, PREP, EXEC}
+    {{NAME, NIN, IN, REQ, 1, OUT_DX, NDT, DTS, NATTR, ATTRS, NOTES}, PREP, EXEC, NULL}
+/* one output, and input values (indices, labels) that CHECK validates on every call */
+#define EWC(NAME, IN, NIN, REQ, ATTRS, NATTR, DTS, NDT, NOTES, PREP, EXEC, CHECK)                  \
+    {{NAME, NIN, IN, REQ, 1, OUT_DX, NDT, DTS, NATTR, ATTRS, NOTES}, PREP, EXEC, CHECK}
 
 static const opc_op_entry OPS[] = {
     EW("ReluGrad", IN_DY_X, 2, REQ2, NULL, 0, DT_EW, 4,
@@ -153,10 +156,10 @@ static const opc_op_entry OPS[] = {
     {{"BatchNormalizationGrad", 5, BN_IN, REQ5, 3, LN_OUT, 3, DT_LN, 1, ATTR_EPSILON,
       "X [N, C, ...]; variance is the saved inverse std (> 0); epsilon required (>= 0), not used otherwise; "
       "every input one dtype"},
-     opc_prep_batchnorm_grad, opc_exec_batchnorm_grad},
-    EW("MaxPoolGrad", MPG_IN, 2, REQ2, MPG_ATTR, 1, DT_F32_F64, 2,
-       "dX.flat[Indices] += dY; dX_shape (required) is X's shape; every index checked",
-       opc_prep_maxpool_grad, opc_exec_maxpool_grad),
+     opc_prep_batchnorm_grad, opc_exec_batchnorm_grad, opc_check_batchnorm_grad},
+    EWC("MaxPoolGrad", MPG_IN, 2, REQ2, MPG_ATTR, 1, DT_F32_F64, 2,
+        "dX.flat[Indices] += dY; dX_shape (required) is X's shape; every index checked",
+        opc_prep_maxpool_grad, opc_exec_maxpool_grad, opc_check_maxpool_grad),
     EW("AveragePoolGrad", APG_IN, 1, REQ1, APG_ATTR, 7, DT_F32_F64, 2,
        "1-D to 3-D; auto_pad, pads, strides, count_include_pad, ceil_mode; dX_shape (required) is X's shape",
        opc_prep_avgpool_grad, opc_exec_avgpool_grad),
@@ -167,13 +170,15 @@ static const opc_op_entry OPS[] = {
     {{"SoftmaxCrossEntropyLossGrad", 4, SCE_IN, SCE_OPT, 1, SCE_OUT, 4, DT_EW, 2, SCE_ATTR,
       "log_prob [N, C, d1..dk], label [N, d1..dk] each in [0, C) or ignore_index (checked), weight [C]; "
       "reduction none, sum or mean (default); mean's weight sum in double, in element order"},
-     opc_prep_sce_loss_grad, opc_exec_sce_loss_grad},
-    EW("GatherGrad", GG_IN, 3, REQ3, ATTR_AXIS, 1, DT_GG, 4,
-       "dX = zeros(shape values); dX[.., indices[j], ..] += dY[.., j, ..] along axis (default 0); indices in "
-       "[-dim, dim) checked; 16-bit summed in float32", opc_prep_gather_grad, opc_exec_gather_grad),
-    EW("GatherElementsGrad", GEG_IN, 3, REQ3, ATTR_AXIS, 1, DT_GG, 3,
-       "dX = zeros(shape values); dX[p with p[axis] = indices[p]] += dY[p]; indices in [-dim, dim) checked; "
-       "float16 summed in float32", opc_prep_gather_elements_grad, opc_exec_gather_elements_grad),
+     opc_prep_sce_loss_grad, opc_exec_sce_loss_grad, opc_check_sce_loss_grad},
+    EWC("GatherGrad", GG_IN, 3, REQ3, ATTR_AXIS, 1, DT_GG, 4,
+        "dX = zeros(shape values); dX[.., indices[j], ..] += dY[.., j, ..] along axis (default 0); indices in "
+        "[-dim, dim) checked; 16-bit summed in float32", opc_prep_gather_grad, opc_exec_gather_grad,
+        opc_check_gather_grad),
+    EWC("GatherElementsGrad", GEG_IN, 3, REQ3, ATTR_AXIS, 1, DT_GG, 3,
+        "dX = zeros(shape values); dX[p with p[axis] = indices[p]] += dY[p]; indices in [-dim, dim) checked; "
+        "float16 summed in float32", opc_prep_gather_elements_grad, opc_exec_gather_elements_grad,
+        opc_check_gather_elements_grad),
 };
 
 #define N_OPS ((int32_t)(sizeof(OPS) / sizeof(OPS[0])))
@@ -306,6 +311,54 @@ int32_t opc_check_supported_dtype(opc_call *c, int32_t dt) {
                     c->desc->n_dtypes > 2 ? opc_dtype_name(c->desc->dtypes[2]) : "",
                     c->desc->n_dtypes > 3 ? ", " : "",
                     c->desc->n_dtypes > 3 ? opc_dtype_name(c->desc->dtypes[3]) : "");
+}
+
+/* Blocks of values tested branch-free (the loop vectorises); only a block with an offender is searched. */
+#define OUTSIDE_BLOCK 4096
+
+static bool block_outside(const void *data, int32_t dtype, int64_t i0, int64_t i1, int64_t lo, uint64_t span,
+                          bool has_skip, int64_t skip) {
+    unsigned bad = 0;
+    if (dtype == OPC_INT64) {
+        const int64_t *v = data;
+        for (int64_t i = i0; i < i1; i++)
+            bad |= ((uint64_t)v[i] - (uint64_t)lo >= span) & !(has_skip & (v[i] == skip));
+    } else {
+        const int32_t *v = data;
+        for (int64_t i = i0; i < i1; i++)
+            bad |= ((uint64_t)(int64_t)v[i] - (uint64_t)lo >= span) & !(has_skip & ((int64_t)v[i] == skip));
+    }
+    return bad != 0;
+}
+
+int64_t opc_first_outside(const void *data, int32_t dtype, int64_t count, int64_t lo, int64_t hi,
+                          bool has_skip, int64_t skip, int32_t threads) {
+    if (count <= 0) return -1;
+    const uint64_t span = hi > lo ? (uint64_t)hi - (uint64_t)lo : 0; /* [lo, hi) empty: every value is outside */
+    const int64_t blocks = (count + OUTSIDE_BLOCK - 1) / OUTSIDE_BLOCK;
+    int64_t want = count / opc_grain(1 << 20) + 1; /* a thread per million values at most */
+    int nt = (int)(want < threads ? want : threads);
+    if (nt > blocks) nt = (int)blocks;
+    int64_t first = blocks; /* the first block holding an offender */
+#pragma omp parallel num_threads(nt > 1 ? nt : 1) reduction(min : first)
+    {
+        int64_t b0, b1;
+        opc_split(blocks, omp_get_num_threads(), omp_get_thread_num(), 1, &b0, &b1);
+        for (int64_t b = b0; b < b1; b++) {
+            int64_t i1 = (b + 1) * OUTSIDE_BLOCK < count ? (b + 1) * OUTSIDE_BLOCK : count;
+            if (block_outside(data, dtype, b * OUTSIDE_BLOCK, i1, lo, span, has_skip, skip)) {
+                first = b;
+                break;
+            }
+        }
+    }
+    if (first == blocks) return -1;
+    int64_t end = (first + 1) * OUTSIDE_BLOCK < count ? (first + 1) * OUTSIDE_BLOCK : count;
+    for (int64_t i = first * OUTSIDE_BLOCK; i < end; i++) {
+        int64_t v = opc_int_at(data, dtype, i);
+        if ((uint64_t)v - (uint64_t)lo >= span && !(has_skip && v == skip)) return i;
+    }
+    return -1; /* not reached: the block held one */
 }
 
 int32_t opc_check_dtypes(opc_call *c, int32_t dt, const int32_t *idx, int32_t n) {
@@ -542,6 +595,11 @@ int32_t opc_run(const char *op, int32_t n_inputs, const opc_tensor *inputs, int3
     memset(shapes, 0, sizeof shapes);
     s = e->prepare(&c, plan, shapes);
     if (s) return s;
+    /* The one "no output wanted" return, after the same validation a call with outputs gets: exec checks the
+     * input values with the op's check function (or in its own pass, reporting through it). */
+    bool wanted = false;
+    for (int32_t i = 0; i < n_outputs; i++) wanted = wanted || outputs[i].data != NULL;
+    if (!wanted) return e->check ? e->check(&c, plan) : OPC_OK;
     for (int32_t i = 0; i < n_outputs; i++) {
         opc_tensor *o = &outputs[i];
         if (!o->data) continue;

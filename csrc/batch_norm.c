@@ -268,15 +268,22 @@ static int64_t bad_inv_std(const opc_tensor *t, int64_t C, double *value) {
     return -1;
 }
 
-int32_t opc_exec_batchnorm_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
+int32_t opc_check_batchnorm_grad(opc_call *c, const void *plan_v) {
     const bn_plan *p = plan_v;
-    int64_t N = p->N, C = p->C, S = p->S;
     double bad_value;
-    int64_t bad = bad_inv_std(c->in[4], C, &bad_value);
+    int64_t bad = bad_inv_std(c->in[4], p->C, &bad_value);
     if (bad >= 0)
         return opc_fail(c, OPC_ERR_INVALID_ARGUMENT,
                         "variance (the saved inverse std) must be > 0; channel %lld holds %g", (long long)bad,
                         bad_value);
+    return OPC_OK;
+}
+
+int32_t opc_exec_batchnorm_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
+    const bn_plan *p = plan_v;
+    int64_t N = p->N, C = p->C, S = p->S;
+    int32_t s = opc_check_batchnorm_grad(c, plan_v);
+    if (s) return s;
     void *dx = outs[0].data, *gs = outs[1].data, *gb = outs[2].data;
     if ((!dx && !gs && !gb) || C == 0) return OPC_OK;
     bool columns = S < LANES;

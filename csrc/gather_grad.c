@@ -91,18 +91,21 @@ static int32_t check_types(opc_call *c, const opc_tensor *dy, const opc_tensor *
     return OPC_OK;
 }
 
-static inline int64_t index_at(const void *idx, int32_t dt, int64_t i) {
-    return dt == OPC_INT64 ? ((const int64_t *)idx)[i] : ((const int32_t *)idx)[i];
+static inline int64_t index_at(const void *idx, int32_t dt, int64_t i) { return opc_int_at(idx, dt, i); }
+
+/* The one index rule of both ops: each of the `count` indices in [-n, n). OPC_OK, or the first offender. */
+static int32_t check_indices(opc_call *c, const void *idx, int32_t dt, int64_t count, int64_t n) {
+    int64_t at = opc_first_outside(idx, dt, count, -n, n, false, 0, c->threads);
+    if (at < 0) return OPC_OK;
+    return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "indices holds %lld at position %lld, outside [%lld, %lld]",
+                    (long long)index_at(idx, dt, at), (long long)at, (long long)-n, (long long)n - 1);
 }
 
+/* An exec pass met an index out of range (the passes check every index as they count or scatter, so that
+ * a call with outputs reads the indices once): the error check_indices gives a call without outputs. */
 static int32_t bad_index(opc_call *c, const void *idx, int32_t dt, int64_t count, int64_t n) {
-    for (int64_t i = 0; i < count; i++) {
-        int64_t v = index_at(idx, dt, i);
-        if (v < -n || v >= n)
-            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "indices holds %lld at position %lld, outside [%lld, %lld]",
-                            (long long)v, (long long)i, (long long)-n, (long long)n - 1);
-    }
-    return opc_fail(c, OPC_ERR_INTERNAL, "an index was out of range but none is on a second look");
+    int32_t s = check_indices(c, idx, dt, count, n);
+    return s ? s : opc_fail(c, OPC_ERR_INTERNAL, "an index was out of range but none is on a second look");
 }
 
 /* ---- GatherGrad ----------------------------------------------------------------------------- */
@@ -140,6 +143,11 @@ int32_t opc_prep_gather_grad(opc_call *c, void *plan_v, opc_shape *outs) {
     outs[0].rank = r;
     for (int32_t i = 0; i < r; i++) outs[0].shape[i] = dims[i];
     return OPC_OK;
+}
+
+int32_t opc_check_gather_grad(opc_call *c, const void *plan_v) {
+    const gg_plan *p = plan_v;
+    return check_indices(c, c->in[1]->data, p->idx_dtype, p->m, p->n);
 }
 
 /* row stores: plain or non-temporal (whole row built in cache first) */
@@ -341,6 +349,11 @@ int32_t opc_prep_gather_elements_grad(opc_call *c, void *plan_v, opc_shape *outs
     outs[0].rank = r;
     for (int32_t i = 0; i < r; i++) outs[0].shape[i] = dims[i];
     return OPC_OK;
+}
+
+int32_t opc_check_gather_elements_grad(opc_call *c, const void *plan_v) {
+    const ge_plan *p = plan_v;
+    return check_indices(c, c->in[2]->data, p->idx_dtype, opc_numel(c->in[2]), p->n);
 }
 
 /* dX offset of the leading (before-axis) coordinates of flat index a of indices' leading dims */

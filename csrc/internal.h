@@ -28,15 +28,23 @@ typedef struct opc_call {
 } opc_call;
 
 /* Per-op entry points. prepare validates inputs and attributes, fills the op's plan (at most
- * OPC_PLAN_BYTES) and the output shapes; exec computes the wanted outputs (data != NULL). */
+ * OPC_PLAN_BYTES) and the output shapes; check (optional) is the op's rule for the input values it reads
+ * through (indices, labels, saved statistics); exec computes the wanted outputs (data != NULL).
+ * opc_run: prepare; then, when no output is wanted, check and return (the library's only "nothing to
+ * compute" return); else exec, which validates the values first, with check or in its own pass over
+ * them that reports through check (the kernels that scan indices anyway, so that validation costs no
+ * second pass over them). Either way a call is rejected, with the same message, whatever outputs it
+ * wants. opc_infer runs prepare only: shapes never depend on the values check reads. */
 #define OPC_PLAN_BYTES 2048
 typedef int32_t (*opc_prepare_fn)(opc_call *c, void *plan, opc_shape *outs);
+typedef int32_t (*opc_check_fn)(opc_call *c, const void *plan);
 typedef int32_t (*opc_exec_fn)(opc_call *c, const void *plan, opc_tensor *outs);
 
 typedef struct {
     opc_op_desc desc;
     opc_prepare_fn prepare;
     opc_exec_fn exec;
+    opc_check_fn check; /* NULL: no value of an input can make the call invalid */
 } opc_op_entry;
 
 /* The whole library is built once per ISA level (CMakeLists.txt: -march per level, one .so each), so
@@ -73,6 +81,15 @@ int32_t opc_require(opc_call *c, int32_t i);
 int32_t opc_check_dtypes(opc_call *c, int32_t dt, const int32_t *idx, int32_t n);
 /* Checks dt is among the op's supported dtypes. */
 int32_t opc_check_supported_dtype(opc_call *c, int32_t dt);
+/* The first position i in [0, count) whose integer value (dtype OPC_INT32 or OPC_INT64) lies outside
+ * [lo, hi) and is not `skip` (when has_skip), or -1 when there is none. Scanned in blocks, in parallel
+ * (up to `threads`) for large counts; the position found is the first whatever the thread count. */
+int64_t opc_first_outside(const void *data, int32_t dtype, int64_t count, int64_t lo, int64_t hi,
+                          bool has_skip, int64_t skip, int32_t threads);
+/* value i of an OPC_INT32 or OPC_INT64 tensor's data */
+static inline int64_t opc_int_at(const void *data, int32_t dtype, int64_t i) {
+    return dtype == OPC_INT64 ? ((const int64_t *)data)[i] : ((const int32_t *)data)[i];
+}
 void opc_shape_from(opc_shape *s, const opc_tensor *t);
 
 /* checked int64 arithmetic: false on overflow */

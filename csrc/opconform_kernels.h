@@ -14,8 +14,9 @@
  *
  * Tensors are dense, C-contiguous, row-major. Inputs are given in the op's positional order
  * (as in the ONNX / com.microsoft node). An absent optional input has rank < 0 or data == NULL.
- * An output with data == NULL is not wanted and is not computed. Outputs must not overlap inputs
- * or each other.
+ * An output with data == NULL is not wanted and is not computed; a call is validated the same way
+ * whatever outputs it wants, none included (indices, labels and other values the op reads through
+ * are checked by opc_run, not by opc_infer). Outputs must not overlap inputs or each other.
  *
  * Thread safety: calls may run concurrently from several threads except for ops that use BLAS
  * (ConvGrad, GRUTraining, GRUGrad, LSTMTraining, LSTMGrad), which adjust OpenBLAS's global thread count for the call.

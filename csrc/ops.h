@@ -1,4 +1,4 @@
-/* prepare / exec entry points of every op (see internal.h for the contract). */
+/* prepare / check / exec entry points of every op (see internal.h for the contract). */
 #ifndef OPC_OPS_H
 #define OPC_OPS_H
 #include "internal.h"
@@ -38,16 +38,21 @@ int32_t opc_exec_layernorm_grad(opc_call *c, const void *plan, opc_tensor *outs)
 
 int32_t opc_prep_maxpool_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_maxpool_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_check_maxpool_grad(opc_call *c, const void *plan);
 int32_t opc_prep_avgpool_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_avgpool_grad(opc_call *c, const void *plan, opc_tensor *outs);
 int32_t opc_prep_dropout_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_dropout_grad(opc_call *c, const void *plan, opc_tensor *outs);
 int32_t opc_prep_batchnorm_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_batchnorm_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_check_batchnorm_grad(opc_call *c, const void *plan);
 int32_t opc_prep_sce_loss_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_sce_loss_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_check_sce_loss_grad(opc_call *c, const void *plan);
 int32_t opc_prep_gather_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_gather_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_check_gather_grad(opc_call *c, const void *plan);
 int32_t opc_prep_gather_elements_grad(opc_call *c, void *plan, opc_shape *outs);
 int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan, opc_tensor *outs);
+int32_t opc_check_gather_elements_grad(opc_call *c, const void *plan);
 #endif

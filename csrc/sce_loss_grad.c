@@ -195,21 +195,34 @@ static void block_cols(const sce_args *a, int64_t n, int64_t d0, int64_t d1) { /
     }
 }
 
+/* Every label in [0, C) or ignore_index. */
+int32_t opc_check_sce_loss_grad(opc_call *c, const void *plan_v) {
+    const sce_plan *p = plan_v;
+    const void *label = c->in[2]->data;
+    int64_t at = opc_first_outside(label, p->label_dtype, p->n * p->d, 0, p->c, p->has_ignore, p->ignore_index,
+                                   c->threads);
+    if (at < 0) return OPC_OK;
+    return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "label %lld at element %lld is outside [0, %lld)%s",
+                    (long long)label_at(p->label_dtype, label, at), (long long)at, (long long)p->c,
+                    p->has_ignore ? " and not ignore_index" : " (no ignore_index given)");
+}
+
 int32_t opc_exec_sce_loss_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
     const sce_plan *p = plan_v;
     int64_t M = p->n * p->d, C = p->c;
     if (!outs[0].data || M == 0) return OPC_OK; /* with C = 0 the labels are still checked: none can be a class */
     const void *dy = c->in[0]->data, *label = c->in[2]->data, *w = p->has_weight ? c->in[3]->data : NULL;
 
-    /* labels checked, W summed in element order (double), before any thread starts */
+    /* labels checked (an offender gets the error a call without outputs gets), W summed in element order
+     * (double), before any thread starts */
     double W = 0.0;
     for (int64_t m = 0; m < M; m++) {
         int64_t t = label_at(p->label_dtype, label, m);
         if (p->has_ignore && t == p->ignore_index) continue;
-        if (t < 0 || t >= C)
-            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "label %lld at element %lld is outside [0, %lld)%s",
-                            (long long)t, (long long)m, (long long)C,
-                            p->has_ignore ? " and not ignore_index" : " (no ignore_index given)");
+        if (t < 0 || t >= C) {
+            int32_t s = opc_check_sce_loss_grad(c, plan_v);
+            return s ? s : opc_fail(c, OPC_ERR_INTERNAL, "a label was out of range but none is on a second look");
+        }
         W += w ? float_at(p->dtype, w, t) : 1.0;
     }
     if (C == 0) return OPC_OK; /* every label ignored: nothing to write */
