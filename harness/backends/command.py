@@ -13,6 +13,13 @@ graph output. The program is its own process (in its own session), so its crash 
     any other exit, a signal  crashed, with the last stderr line
     no exit within the case's timeout: the process group is killed, a hang
 
+The program dies with the harness: it runs in a process group of its own, which is killed when its case
+ends (a background child it left included) and, should the harness itself be killed (SIGKILL, an OOM
+kill), by a small reaper process each command backend starts: it holds the read end of a pipe from the
+harness, and when that closes it kills the registered groups and every process whose environment carries
+this backend's OPCONFORM_COMMAND_TOKEN (children that left the group, and a program started in the
+instant before its group was registered).
+
 65 and 69 are sysexits.h codes that a shell, an interpreter or argparse never exit with by accident
 (a program that cannot even start must not count as rejecting an invalid input).
 
@@ -24,6 +31,7 @@ OPCONFORM_PYTHON (this interpreter, for scripts that want numpy and onnx).
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import shutil
 import signal
@@ -38,6 +46,85 @@ from harness.backends import backend_test_dir
 from harness.backends.base import Backend, Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
 
 PLACEHOLDERS = ("case", "model", "dataset", "threads", "op", "domain", "dtype")
+TOKEN_VARIABLE = "OPCONFORM_COMMAND_TOKEN"
+
+# The reaper (run as `python -I -S -c REAPER TOKEN`, stdlib only): lines "+PGID" / "-PGID" on stdin register
+# and forget a program's process group; at end of input (the harness closed it, or died) it kills what is
+# left: the registered groups, then every process whose environment holds TOKEN_VARIABLE=TOKEN, until a scan
+# finds none.
+REAPER = r"""
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+needle = b"%s=" + sys.argv[1].encode()
+groups = set()
+for line in sys.stdin.buffer:
+    try:
+        pgid = int(line[1:])
+    except ValueError:
+        continue
+    if line[:1] == b"+":
+        groups.add(pgid)
+    else:
+        groups.discard(pgid)
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+me = os.getpid()
+for _ in range(50):
+    found = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/" + name + "/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in environ:
+            found += 1
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
+    if not found:
+        break
+""" % TOKEN_VARIABLE
+
+
+class Reaper:
+    """The process that kills a command backend's programs if the harness dies (see the module's doc)."""
+
+    def __init__(self):
+        self.token = secrets.token_hex(12)
+        self._proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", REAPER, self.token], stdin=subprocess.PIPE,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                      env={k: v for k, v in os.environ.items() if k != TOKEN_VARIABLE})
+
+    def _send(self, line: str) -> None:
+        try:
+            self._proc.stdin.write(line.encode())
+            self._proc.stdin.flush()
+        except (BrokenPipeError, ValueError):  # the reaper is gone: the token scan can no longer run
+            pass
+
+    def register(self, pgid: int) -> None:
+        self._send(f"+{pgid}\n")
+
+    def forget(self, pgid: int) -> None:
+        self._send(f"-{pgid}\n")
+
+    def close(self) -> None:
+        try:
+            self._proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
 EXIT_REJECTED = 65  # EX_DATAERR
 EXIT_UNSUPPORTED = 69  # EX_UNAVAILABLE
 
@@ -76,6 +163,17 @@ class CommandBackend(Backend):
     def __post_init__(self):
         self.name = self.label
         self.argv = parse_template(self.template)
+        self._reaper: Reaper | None = None
+
+    def reaper(self) -> Reaper:
+        if self._reaper is None:
+            self._reaper = Reaper()
+        return self._reaper
+
+    def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.close()
+            self._reaper = None
 
     def availability(self) -> str | None:
         program = self.argv[0]
@@ -108,9 +206,10 @@ class CommandBackend(Backend):
     def _execute(self, argv: list[str], request: Request, stderr_path: Path):
         """0 after a clean exit, else the outcome the exit stands for."""
         spec = request.spec
+        reaper = self.reaper()
         env = {**os.environ, "OMP_NUM_THREADS": str(request.threads), "OPCONFORM_THREADS": str(request.threads),
                "OPCONFORM_OP": spec.op, "OPCONFORM_DOMAIN": spec.domain, "OPCONFORM_DTYPE": request.dtype,
-               "OPCONFORM_PYTHON": sys.executable}
+               "OPCONFORM_PYTHON": sys.executable, TOKEN_VARIABLE: reaper.token}
         timeout = min(self.timeout, request.timeout or self.timeout)
         with open(stderr_path, "w+b") as stderr:
             try:
@@ -119,6 +218,7 @@ class CommandBackend(Backend):
                                         start_new_session=True)
             except OSError as e:
                 return Crashed("not started", "", cause=f"the command did not start ({e.strerror}: {argv[0]})")
+            reaper.register(proc.pid)  # its group dies with the harness, too
             try:
                 code = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -130,6 +230,8 @@ class CommandBackend(Backend):
                     os.killpg(proc.pid, signal.SIGKILL)  # what it left running in the background
                 except ProcessLookupError:
                     pass
+                proc.wait()  # also after Ctrl-C: no zombie, and the group id is not reused while registered
+                reaper.forget(proc.pid)
             stderr.seek(0)
             said = last_line(stderr.read().decode(errors="replace"))
         if code == 0:
