@@ -189,3 +189,27 @@ def test_export_for_an_unknown_backend_is_a_usage_error(tmp_path, capsys):
     assert main(["export-onnx", str(tmp_path / "x"), "--ops", "ReluGrad", "--backend", "ortt"]) == 2
     assert "unknown backend 'ortt'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_bfloat16_tensors_keep_their_bits_whichever_onnx_is_installed():
+    """onnx < 1.19 cannot convert ml_dtypes.bfloat16 and reads bfloat16 from int32_data only: the harness
+    writes raw little-endian bits and reads both layouts back as ml_dtypes.bfloat16."""
+    import ml_dtypes
+
+    from harness.backends.backend_test_dir import from_tensor_proto, numpy_dtype, to_tensor_proto
+
+    bits = np.array([[0x3F80, 0xC000, 0x7F80], [0xFF80, 0x7FC1, 0x0001]], np.uint16)  # 1, -2, inf, -inf, NaN, subnormal
+    value = bits.view(ml_dtypes.bfloat16)
+    tensor = to_tensor_proto(value, "x")
+    assert tensor.data_type == TensorProto.BFLOAT16 and list(tensor.dims) == [2, 3]
+    back = from_tensor_proto(onnx.load_tensor_from_string(tensor.SerializeToString()))
+    assert back.dtype == ml_dtypes.bfloat16 and back.shape == (2, 3)
+    np.testing.assert_array_equal(back.view(np.uint16), bits)
+    as_int32 = TensorProto(name="y", data_type=TensorProto.BFLOAT16, dims=[2, 3])
+    as_int32.int32_data.extend(bits.ravel().tolist())  # the other layout ONNX allows: one value per int32
+    np.testing.assert_array_equal(from_tensor_proto(as_int32).view(np.uint16), bits)
+    assert numpy_dtype(TensorProto.BFLOAT16) == ml_dtypes.bfloat16 and numpy_dtype(TensorProto.FLOAT) == np.float32
+    short = to_tensor_proto(value, "z")
+    short.raw_data = short.raw_data[:-2]
+    with pytest.raises(ValueError, match="holds 5 values for dims"):
+        from_tensor_proto(short)

@@ -26,8 +26,41 @@ class MalformedOutput(ValueError):
     """An output file that is missing or is not a TensorProto."""
 
 
+def to_tensor_proto(array: np.ndarray, name: str = "") -> onnx.TensorProto:
+    """A TensorProto of the array; bfloat16 (ml_dtypes) as raw little-endian bits, which onnx before 1.19
+    cannot convert (its own bfloat16 type is not ml_dtypes')."""
+    if array.dtype != dtypes.NUMPY["bfloat16"]:
+        return numpy_helper.from_array(array, name)
+    tensor = onnx.TensorProto(name=name, data_type=onnx.TensorProto.BFLOAT16, dims=array.shape)
+    tensor.raw_data = np.ascontiguousarray(array).view(np.uint16).astype("<u2").tobytes()
+    return tensor
+
+
+def from_tensor_proto(tensor: onnx.TensorProto) -> np.ndarray:
+    """The tensor as a NumPy array, bfloat16 as ml_dtypes.bfloat16 whichever onnx release is installed
+    (before 1.19 numpy_helper gives its own bfloat16 type, and reads int32_data only)."""
+    if tensor.data_type != onnx.TensorProto.BFLOAT16:
+        return numpy_helper.to_array(tensor)
+    shape = tuple(tensor.dims)
+    if tensor.HasField("raw_data"):
+        bits = np.frombuffer(tensor.raw_data, dtype="<u2")
+    else:  # one value per int32, its low 16 bits
+        bits = np.array(tensor.int32_data, dtype=np.int64).astype(np.uint16)
+    if bits.size != int(np.prod(shape)):
+        raise ValueError(f"bfloat16 tensor {tensor.name!r} holds {bits.size} values for dims {list(shape)}")
+    return bits.astype(np.uint16).view(dtypes.NUMPY["bfloat16"]).reshape(shape)
+
+
+def numpy_dtype(elem_type: int) -> np.dtype:
+    """The NumPy dtype of an ONNX element type, bfloat16 as ml_dtypes.bfloat16."""
+    for name, code in dtypes.ONNX.items():
+        if code == elem_type:
+            return dtypes.NUMPY[name]
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+
+
 def write_tensor(path: Path, array: np.ndarray, name: str) -> None:
-    path.write_bytes(numpy_helper.from_array(array, name).SerializeToString())
+    path.write_bytes(to_tensor_proto(array, name).SerializeToString())
 
 
 def write_case(request: Request, directory: Path) -> onnx.ModelProto:
@@ -63,7 +96,7 @@ def read_outputs(request: Request, model: onnx.ModelProto, directory: Path) -> l
         tensor = onnx.TensorProto()
         try:
             tensor.ParseFromString(path.read_bytes())
-            found[graph_output.name] = numpy_helper.to_array(tensor)
+            found[graph_output.name] = from_tensor_proto(tensor)
         except Exception as e:  # protobuf's DecodeError, or data that does not fit the dims
             raise MalformedOutput(f"output_{k}.pb is not a TensorProto ({type(e).__name__}: "
                                   f"{' '.join(str(e).split())[:200]})") from None

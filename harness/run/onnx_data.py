@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from harness import backends as registry
 from harness.core import dtypes
 from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
-from harness.backends.backend_test_dir import write_case, write_outputs, write_tensor
+from harness.backends.backend_test_dir import from_tensor_proto, numpy_dtype, write_case, write_outputs, write_tensor
 from harness.core.compare import compare
 from harness.run.engine import prepare, request_for
 from harness.run.probe import capability
@@ -35,7 +35,7 @@ def _read_tensor(path: Path) -> np.ndarray:
     tensor = onnx.TensorProto()
     try:
         tensor.ParseFromString(path.read_bytes())
-        return numpy_helper.to_array(tensor)
+        return from_tensor_proto(tensor)
     except Exception as e:  # protobuf's DecodeError, or a tensor whose data does not fit its dims
         raise DataError(f"{path.name} is not a readable TensorProto ({type(e).__name__}: {e})") from None
 
@@ -51,7 +51,7 @@ def _check_against_model(kind: str, k: int, value_info, array: np.ndarray) -> No
     """A stored tensor must have the dtype and the static shape the model declares for it."""
     elem_type, dims = _graph_types(value_info)
     if elem_type:
-        declared = helper.tensor_dtype_to_np_dtype(elem_type)
+        declared = numpy_dtype(elem_type)
         if array.dtype != declared:
             raise DataError(f"{kind}_{k}.pb holds {array.dtype} but the model declares {value_info.name} as {declared}")
     if dims is not None and (len(dims) != array.ndim or any(d is not None and d != n for d, n in zip(dims, array.shape))):
@@ -131,7 +131,7 @@ def request_from_dataset(catalog: Catalog, model, node, dataset: Path, threads: 
     for k, graph_input in enumerate(graph_inputs):
         stored[graph_input.name] = _read_tensor(files[k])
         _check_against_model("input", k, graph_input, stored[graph_input.name])
-    stored.update({t.name: numpy_helper.to_array(t) for t in model.graph.initializer})
+    stored.update({t.name: from_tensor_proto(t) for t in model.graph.initializer})
     if len(node.input) > len(spec.inputs) or len(node.output) > len(spec.outputs):
         raise DataError(f"the node has more inputs or outputs than the {spec.op} spec")
     inputs = [stored.get(node.input[i]) if i < len(node.input) and node.input[i] else None

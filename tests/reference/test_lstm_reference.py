@@ -9,8 +9,8 @@ Mutated references (IOFC in another gate order, a one-step shift in the saved ce
 """
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
+
+import onnx_oracle  # onnx.reference, with the gaps of the pinned onnx releases filled (tests/reference)
 
 from reference.forward.gru import ACTIVATIONS
 from reference.forward.lstm import lstm_check, lstm_grad_check, lstm_shapes, lstm_training, lstm_values_check
@@ -98,16 +98,13 @@ def test_forward_matches_onnx_reference(direction, peepholes):
     D = 2 if direction == "bidirectional" else 1
     c = make_case(3, S=5, Bn=2, I=3, H=4, D=D, peepholes=peepholes)
     names = ["X", "W", "R", "B", "", "initial_h", "initial_c"] + (["P"] if peepholes else [])
-    node = helper.make_node("LSTM", names, ["Y", "Y_h", "Y_c"], hidden_size=4, direction=direction)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, 11, None) for n in names if n],
-                              [helper.make_tensor_value_info(n, 11, None) for n in ("Y", "Y_h", "Y_c")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     feeds = {n: c[n] for n in names if n}
-    y, yh, yc = ReferenceEvaluator(model).run(None, feeds)
+    y, yh, yc = onnx_oracle.rnn("LSTM", names, feeds, direction, hidden_size=4)
     HAll, Ht, Ct, _, _ = lstm_training(**c, hidden_size=4, direction=direction)
     np.testing.assert_allclose(HAll, y, rtol=0, atol=1e-13)
     np.testing.assert_allclose(Ht, yh, rtol=0, atol=1e-13)
-    np.testing.assert_allclose(Ct, yc, rtol=0, atol=1e-13)
+    if yc is not None:  # onnx < 1.18's evaluator has no Y_c; test_forward_matches_the_onnx_equations checks it
+        np.testing.assert_allclose(Ct, yc, rtol=0, atol=1e-13)
 
 
 NAIVE_CONFIGS = [
