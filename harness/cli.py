@@ -21,6 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.backends.limits import DEFAULT_TIMEOUT  # noqa: E402
 from harness import backends as registry
 from harness.core.cases import TIERS
 
@@ -88,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cases", help="only case ids matching this glob, e.g. 'infinities/*' or 'float16-*'")
     p.add_argument("--seed", type=int, default=0, help="global seed mixed into every case seed (default 0)")
     p.add_argument("--threads", type=int, default=1, help="threads each backend may use (default 1)")
-    p.add_argument("--timeout", type=float, default=20.0, help="seconds before a backend call counts as a hang")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help=f"seconds before a backend call counts as a hang (default {DEFAULT_TIMEOUT:g}; docs/limits.md)")
     p.add_argument("--out", type=Path, help="run directory (default reports/<date>-<time>-<tier>)")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
     p.add_argument("--no-report", dest="report", action="store_false",
@@ -136,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_command_backend_option(p)
     p.add_argument("--dtypes", type=_comma_list, help="comma-separated dtypes (default: float32,float64,float16,bfloat16)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the matrix as JSON rows to FILE")
-    p.add_argument("--timeout", type=float, default=20.0, help="seconds before a probe counts as a hang")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help=f"seconds before a probe counts as a hang (default {DEFAULT_TIMEOUT:g})")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("inventory", help="every training op of onnxruntime-training 1.19.2: runs on CPU? has a spec?")
@@ -145,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-ort", action="store_true", help="skip the CPU check (table and specs only)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table (the README's Coverage section)")
-    p.add_argument("--timeout", type=float, default=20.0, help="seconds before one op's check counts as a hang")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help=f"seconds before one op's check counts as a hang (default {DEFAULT_TIMEOUT:g})")
     p.set_defaults(func=cmd_inventory)
 
     p = sub.add_parser("run-onnx", help="run ONNX backend-test directories (model.onnx + test_data_set_N)")
@@ -155,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_command_backend_option(p)
     p.add_argument("--write-outputs", type=Path, metavar="OUT", help="write the backend's outputs as output_K.pb here")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--timeout", type=float, default=20.0)
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help=f"seconds before a backend call counts as a hang (default {DEFAULT_TIMEOUT:g})")
     p.set_defaults(func=cmd_run_onnx)
 
     p = sub.add_parser("export-onnx", help="write cases as ONNX backend-test directories with reference outputs")

@@ -97,7 +97,7 @@ def test_the_example_script_is_judged_like_any_backend(relu_catalog, tmp_path, m
     ("sh -c 'echo not a tensor > {dataset}/output_0.pb'", "crashed", "crash", "output_0.pb is not a TensorProto"),
     ("sh -c 'echo my kernel wants contiguous rows >&2; exit 65'", "fail", "rejects_valid",
      "rejected a valid input: my kernel wants contiguous rows"),
-    ("sh -c 'sleep 30'", "crashed", "hang", "no answer within 1 s"),
+    ("sh -c 'sleep 30'", "crashed", "hang", "no answer within its 1 s --timeout"),
     ("/no/such/program {dataset}", "crashed", "crash", "the command did not start"),
 ])
 def test_a_misbehaving_command_is_a_result_and_the_run_goes_on(relu_catalog, tmp_path, template, status, failure, says):

@@ -29,7 +29,7 @@ def test_run_writes_the_report_and_junit(capsys, tmp_path):
     testcases = list(ET.parse(tmp_path / "r" / "junit.xml").getroot().iter("testcase"))
     assert len(testcases) == len(records(tmp_path / "r")) > 0
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert summary["timeout"] == 20.0 and summary["specs"] and isinstance(summary["env_vars"], dict)
+    assert summary["timeout"] == 60.0 and summary["specs"] and isinstance(summary["env_vars"], dict)
 
 
 def test_no_report_flag(capsys, tmp_path):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from harness.backends.limits import DEFAULT_TIMEOUT
+
 from harness.backends.base import Backend
 from harness.backends.openmp import OpenmpBackend
 from harness.backends.ort import OrtBackend, OrtCudaBackend
@@ -101,7 +103,7 @@ def check(name: str) -> None:
                          "the ONNX backend API, or a command backend defined with --command-backend NAME=TEMPLATE")
 
 
-def create(name: str, threads: int = 1, timeout: float = 20.0) -> Backend:
+def create(name: str, threads: int = 1, timeout: float = DEFAULT_TIMEOUT) -> Backend:
     check(name)
     if name in FACTORIES:
         return FACTORIES[name](threads=threads, timeout=timeout)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.spec.model import Spec
+from harness.backends.limits import DEFAULT_TIMEOUT, TIMEOUT_OPTION
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,10 @@ class Crashed:
 @dataclass(frozen=True)
 class TimedOut:
     seconds: float
+    limit: str = TIMEOUT_OPTION  # the name of the limit that fired, for the message (harness.backends.limits)
+
+    def __str__(self) -> str:
+        return f"no answer within its {self.seconds:g} s {self.limit} (a hang)"
 
 
 Outcome = Outputs | Rejected | Unsupported | Crashed | TimedOut
@@ -100,7 +105,7 @@ class Backend:
     """Subclasses set `name` and implement run(); availability() says why a backend cannot run here."""
     threads: int = 1
     THREAD_INVARIANT = False  # True: outputs are bitwise the same at any thread count (checked per case)
-    timeout: float = 20.0
+    timeout: float = DEFAULT_TIMEOUT
     name: str = field(default="", init=False)
     # Another backend whose spec `known_divergences` also apply here because it runs the same kernels
     # (onnxruntime reached through its ONNX backend API on CPU is `ort`'s kernels): None for most.

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
+from harness.backends.limits import BENCH_LIMIT, BENCH_TIMEOUT
 from harness.backends.worker import HandlerError, WorkerBackend
 
-BENCH_TIMEOUT = 900.0  # seconds for all repetitions of one benchmark
 # A valid input the library does not handle is a capability gap, not a rejection of the input.
 UNSUPPORTED_STATUSES = ("OPC_ERR_UNKNOWN_OP", "OPC_ERR_UNSUPPORTED_DTYPE", "OPC_ERR_NOT_IMPLEMENTED")
 
@@ -60,11 +60,12 @@ class OpenmpBackend(WorkerBackend):
         if request.spec.op not in self.info().get("ops", {}):
             return Unsupported(f"the C kernel library has no {request.spec.op}")
         try:
-            return self.worker.call({"call": "bench", "op": request.spec.op, "inputs": list(request.inputs),
-                                     "attributes": request.attributes, "outputs": list(request.outputs),
-                                     "threads": self.threads, "budget": budget}, timeout=BENCH_TIMEOUT)
+            reply = self.worker.call({"call": "bench", "op": request.spec.op, "inputs": list(request.inputs),
+                                      "attributes": request.attributes, "outputs": list(request.outputs),
+                                      "threads": self.threads, "budget": budget}, timeout=BENCH_TIMEOUT)
         except HandlerError as e:
             return _classify(e)
+        return TimedOut(reply.seconds, BENCH_LIMIT) if isinstance(reply, TimedOut) else reply
 
     def probe(self, request: Request) -> Support:
         """The library declares its dtypes per op: what it declares is what it runs (its own kernels)."""

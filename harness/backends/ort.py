@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from harness.core import dtypes
 from harness.backends import onnx_model, ort_probe
 from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
+from harness.backends.limits import BENCH_LIMIT, BENCH_TIMEOUT, INFO_LIMIT, INFO_TIMEOUT
 from harness.backends.worker import HandlerError, WorkerBackend
 
 INSTALL_HINT = "pip install onnxruntime-training==1.19.2"
@@ -27,8 +28,6 @@ def classify_error(phase: str, cls: str, message: str) -> Rejected | Unsupported
         return Unsupported(message)
     return Rejected(f"{cls} at {phase}: {message}")
 
-
-BENCH_TIMEOUT = 900.0  # seconds for all repetitions of one benchmark
 
 
 @dataclass
@@ -74,7 +73,7 @@ class OrtBackend(WorkerBackend):
                                       "budget": budget}, timeout=BENCH_TIMEOUT)
         except HandlerError as e:
             return classify_error(*_error_parts(e))
-        return reply
+        return TimedOut(reply.seconds, BENCH_LIMIT) if isinstance(reply, TimedOut) else reply
 
     def probe(self, request: Request) -> Support:
         """Kernel, function body or inserted casts, from a profiled run of the request (harness.backends.ort_probe)."""
@@ -140,9 +139,11 @@ class OrtCudaBackend(OrtBackend):
 
     def _cuda_check(self, session: bool) -> dict:
         try:
-            reply = self.worker.call({"call": "cuda", "session": session}, timeout=60)
+            reply = self.worker.call({"call": "cuda", "session": session}, timeout=INFO_TIMEOUT)
         except HandlerError as e:
             return {"error": str(e)}
-        if isinstance(reply, (Crashed, TimedOut)):
+        if isinstance(reply, TimedOut):
+            return {"error": f"the worker: {TimedOut(reply.seconds, INFO_LIMIT)} while loading the CUDA provider"}
+        if isinstance(reply, Crashed):
             return {"error": f"the worker died while loading the CUDA provider: {reply}"}
         return reply

@@ -29,6 +29,7 @@ from multiprocessing.connection import Connection
 
 from harness.backends import worker_template
 from harness.backends.base import Backend, Crashed, TimedOut
+from harness.backends.limits import DEFAULT_TIMEOUT, INFO_LIMIT, INFO_TIMEOUT
 
 
 class HandlerError(Exception):
@@ -43,7 +44,8 @@ _CHILD = "import sys; from harness.backends.worker_template import serve; serve(
 
 
 class IsolatedWorker:
-    def __init__(self, handler: str, timeout: float = 20.0, env: dict | None = None, preload: tuple[str, ...] = ()):
+    def __init__(self, handler: str, timeout: float = DEFAULT_TIMEOUT, env: dict | None = None,
+                 preload: tuple[str, ...] = ()):
         self.handler, self.timeout, self.preload = handler, timeout, tuple(preload)
         self.env = {**os.environ, **(env or {})}
         self._proc: subprocess.Popen | worker_template.Forked | None = None
@@ -160,10 +162,12 @@ class WorkerBackend(Backend):
     def info(self) -> dict:
         if self._info is None:
             try:
-                reply = self.worker.call(self.info_request(), timeout=60)
+                reply = self.worker.call(self.info_request(), timeout=INFO_TIMEOUT)
             except HandlerError as e:
                 reply = {"error": str(e)}
-            if isinstance(reply, (Crashed, TimedOut)):
+            if isinstance(reply, TimedOut):
+                reply = {"error": f"worker: {TimedOut(reply.seconds, INFO_LIMIT)}; killed"}
+            elif isinstance(reply, Crashed):
                 reply = {"error": f"worker died while {self.LOADING}: {reply}"}
             self._info = reply
         return self._info

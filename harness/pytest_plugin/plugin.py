@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.limits import DEFAULT_TIMEOUT
 from harness.pytest_plugin.suite import DTYPES, TIERS, Suite, SpecsInvalid, marker, specs_dir_from  # noqa: F401 (marker: API)
 
 _SUITE_DIR = pytest.StashKey[Path]()
@@ -63,8 +64,8 @@ def pytest_addoption(parser):
                     help="spec directory (default: $OPCONFORM_SPECS, else the one the suite was generated from)")
     group.addoption("--opconform-seed", type=int, default=0, help="global seed mixed into every case seed (default 0)")
     group.addoption("--opconform-threads", type=int, default=1, help="threads each backend may use (default 1)")
-    group.addoption("--opconform-timeout", type=float, default=20.0,
-                    help="seconds before a backend call counts as a hang (default 20)")
+    group.addoption("--opconform-timeout", type=float, default=DEFAULT_TIMEOUT,
+                    help=f"seconds before a backend call counts as a hang (default {DEFAULT_TIMEOUT:g}; docs/limits.md)")
     group.addoption("--opconform-today", metavar="YYYY-MM-DD", type=datetime.date.fromisoformat,
                     help="judge waiver review dates as of this day (default: today)")
     group.addoption("--opconform-allow-missing-backends", action="store_true",

@@ -12,7 +12,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-DEFAULT_THREADS, DEFAULT_TIMEOUT, DEFAULT_SEED = 1, 20.0, 0
+from harness.backends.limits import DEFAULT_TIMEOUT
+
+DEFAULT_THREADS, DEFAULT_SEED = 1, 0  # DEFAULT_TIMEOUT: harness.backends.limits
 
 
 def glob_escape(text: str) -> str:

@@ -167,7 +167,9 @@ def score(prepared: Prepared, outcome: Outcome, tolerance: Tolerance, result: Re
     elif isinstance(outcome, Crashed):
         result.set(Status.CRASHED, Failure.CRASH, outcome.describe())
     elif isinstance(outcome, TimedOut):
-        result.set(Status.CRASHED, Failure.HANG, f"no answer within {outcome.seconds:g} s (hang); worker killed")
+        if case.group.timeout is not None and outcome.seconds == case.group.timeout:  # the group's own, shorter limit
+            outcome = TimedOut(outcome.seconds, f"`timeout` of group {case.group.name}")
+        result.set(Status.CRASHED, Failure.HANG, f"{result.backend}: {outcome}; killed")
     elif isinstance(outcome, Rejected):
         if case.valid:
             result.set(Status.FAIL, Failure.REJECTS_VALID, f"rejected a valid input: {outcome.message}")

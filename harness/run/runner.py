@@ -18,6 +18,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from harness import backends as registry
+from harness.backends.limits import DEFAULT_TIMEOUT
 from harness.run import environment, probe
 from harness.core.cases import Case, expand
 from harness.run import rundir
@@ -48,7 +49,7 @@ class RunOptions:
     cases: str | None = None  # glob over case ids (or dtype-case ids)
     seed: int = 0
     threads: int = 1
-    timeout: float = 20.0
+    timeout: float = DEFAULT_TIMEOUT  # harness.backends.limits
     out: Path | None = None
     reports: Path = Path("reports")
     progress: bool | None = None  # None: a bar on a terminal, a line per op otherwise

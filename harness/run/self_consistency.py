@@ -163,7 +163,7 @@ def _not_run(result: Result, what: str, outcome: Outcome) -> None:
         result.detail = what + f"killed the worker with {outcome.signal}"
     elif isinstance(outcome, TimedOut):
         result.status, result.failure = "crashed", "hang"
-        result.detail = what + f"gave no answer within {outcome.seconds:g} s"
+        result.detail = what + f"gave {outcome}"
     else:
         result.status, result.failure = "fail", "rejects_valid"
         result.detail = what + f"was rejected: {getattr(outcome, 'message', outcome)}"
