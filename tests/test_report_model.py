@@ -263,9 +263,13 @@ def test_diagnoses_group_by_what_they_found_not_their_figures():
     records += [raw(case=f"z{k}", status="fail", diagnosis=f"matches none of the 3 alternative semantics tried; nearest: "
                                                            f"output negated ({k} element(s) off, max abs err 2.{k})") for k in (1, 2)]
     op = build(run_of(records)).ops[0]
-    assert [(b, text, n, r.case) for b, text, n, r in op.diagnoses] == [
-        ("ort", "matches legacy axis", 2, "c0"), ("ort", "matches none of the N alternative semantics tried", 2, "x"),
-        ("ort", "matches none of the N alternative semantics tried; nearest: output negated", 2, "z1")]
+    # One line per kind of diagnosis, with the figures it spans (never a placeholder), and one example's own text.
+    assert [(b, text, n, r.case, example) for b, text, n, r, example in op.diagnoses] == [
+        ("ort", "matches legacy axis", 2, "c0", "matches legacy axis (max abs err 3e-08)"),
+        ("ort", "matches none of the 3–4 alternative semantics tried", 2, "x",
+         "matches none of the 4 alternative semantics tried"),
+        ("ort", "matches none of the 3 alternative semantics tried; nearest: output negated", 2, "z1",
+         "matches none of the 3 alternative semantics tried; nearest: output negated (1 element(s) off, max abs err 2.1)")]
 
 
 def test_histogram_bins_each_result_once_per_dtype():

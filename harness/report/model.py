@@ -61,10 +61,35 @@ class Report:
     statuses: tuple = ORDER
     gradient: list[dict] = field(default_factory=list)  # per op: the reference's gradient checks (check: gradient)
     mutation: dict | None = None  # `opconform mutate` figures (RUN_DIR/mutate.json or --mutate FILE)
+    # What fails the verdict, per op, with a case to rerun (findings.blockers); the failing banner names them.
+    blockers: list[dict] = field(default_factory=list)
 
     @property
     def kinds(self) -> dict:
         return findings_mod.TITLES
+
+    @property
+    def attention(self) -> list[tuple[str, list[findings_mod.Finding]]]:
+        """Findings shown in full: unexpected, or declared but new since the baseline."""
+        return findings_mod.attention(self.findings)
+
+    @property
+    def declared(self) -> list[findings_mod.Finding]:
+        """Declared findings, one line each."""
+        return findings_mod.declared_lines(self.findings)
+
+    @property
+    def gradient_failed(self) -> int:
+        return sum(g["checked"] - g["passed"] for g in self.gradient)
+
+    @property
+    def environment_line(self) -> str:
+        """The environment's summary line: the versions and machine a reader checks first."""
+        env = dict(self.environment)
+        picks = [("onnxruntime-training", "onnxruntime-training"), ("Python", "Python"), ("numpy", "numpy"),
+                 ("CPU", ""), ("git commit", "git")]
+        parts = [f"{label} {env[key]}".strip() for key, label in picks if env.get(key) not in (None, "", "—")]
+        return " · ".join(parts)
 
 
 def _dig(data: dict, path: tuple) -> Any:
@@ -290,14 +315,26 @@ def build(run: RunData, specs: dict | None = None, spec_paths: dict | None = Non
         note = "" if spec is not None else (spec_note or f"the contract of {spec_id} could not be loaded")
         views.append(ops_mod.build(op, records, spec, spec_paths.get(spec_id, ""), note, backends, probed, flags))
     passed, reasons = verdict(summary, totals)
+    findings = findings_mod.collect(run.records, backends, specs, flags,
+                                    findings_mod.keys(baseline.records) if baseline is not None else None)
+    anchors: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)  # (op, key) -> [(backend, anchor)]
+    for _, items in findings:
+        for f in items:
+            anchors[(f.op, f.key)].append((f.backend, f.anchor))
+    for view in views:  # an op's declared divergence links to its finding: the declaring backend's, else another's
+        for d, _, _ in view.divergences:
+            found = sorted(anchors.get((view.name, d.id), []), key=lambda ba: ba[0] != d.backend)
+            if found:
+                view.evidence[d.id] = found[0][1]
     report = Report(
         title=f"opconform report: {run.name}", run=run, generated=time.strftime("%Y-%m-%d %H:%M:%S"),
         verdict_passed=passed, reasons=reasons, totals=totals, environment=environment(summary),
         backends=backends_table(summary, backends), columns=columns, backend_spans=spans, matrix=matrix, ops=views,
-        findings=findings_mod.collect(run.records, backends, specs, flags), problems=list(run.problems),
+        findings=findings, problems=list(run.problems),
         warnings=[str(w) for w in (summary.get("verdict") or {}).get("warnings") or []]
         if isinstance(summary.get("verdict"), dict) else [], waivers=waiver_health(summary),
-        gradient=gradient_rows(run.records), mutation=mutation if isinstance(mutation, dict) else None)
+        gradient=gradient_rows(run.records), mutation=mutation if isinstance(mutation, dict) else None,
+        blockers=findings_mod.blockers(findings, flags))
     if baseline is not None:
         report.diff = baseline_diff.diff(baseline, run)
         report.problems += [f"baseline: {p}" for p in baseline.problems]

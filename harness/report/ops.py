@@ -15,10 +15,12 @@ from typing import Any
 from markupsafe import Markup
 
 from harness.report import repro, svg
-from harness.report.data import Rec
+from harness.report.data import Rec, number
+from harness.report.findings import shown_diagnoses, unexpected, without_noise
 from harness.report.status import Cell, rank
 
 WORST_CASES = 6
+NEAR_ZERO = "near0"  # the case table's max rel and ULP of a passing result whose reference is near zero (near_zero)
 DETAIL_CHARS = 400  # the case table's detail column; the full text stays in results.jsonl
 DTYPE_ORDER = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 # Capability states (a probe's, or what the results show) that mean the backend runs the dtype, or does not.
@@ -79,15 +81,30 @@ class OpView:
     worst: list[tuple[Rec, str]] = field(default_factory=list)
     histograms: list[tuple[str, Markup]] = field(default_factory=list)
     coverage: list[AttributeCoverage] = field(default_factory=list)
-    diagnoses: list[tuple[str, str, int, Rec]] = field(default_factory=list)
+    diagnoses: list[tuple[str, str, int, Rec, str]] = field(default_factory=list)
     # (spec Divergence, results it explained, covered results where it did not reproduce)
     divergences: list[tuple[Any, int, int]] = field(default_factory=list)
     graphs: list[tuple[str, str, int, str, Rec]] = field(default_factory=list)  # see gradient_graphs
     table: dict = field(default_factory=dict)  # what report.js needs to draw the case table
+    evidence: dict[str, str] = field(default_factory=dict)  # divergence id -> anchor of its finding
 
     @property
     def checks(self) -> list[str]:
         return self.table.get("checks", [])
+
+    @property
+    def open(self) -> bool:
+        """Shown open on the page: the op has an unexpected result. The others are one line until opened."""
+        return any(unexpected(s) for s in self.cell.counts)
+
+    @property
+    def worst_shown(self) -> list[tuple[Rec, str, str, list[str]]]:
+        """worst, with each result's detail and the diagnoses not already in it, as findings show them."""
+        out = []
+        for r, cmd in self.worst:
+            detail = without_noise(r)
+            out.append((r, cmd, detail, [d for d in shown_diagnoses(r) if d not in detail]))
+        return out
 
 
 def json_metric(x: float | None):
@@ -110,17 +127,49 @@ def note_of(rec: Rec) -> str:
         parts.append(f"divergence {rec.divergence}")
     if rec.waiver:
         parts.append(f"waiver {rec.waiver}")
-    parts += rec.diagnoses
+    parts += shown_diagnoses(rec)
     return "; ".join(parts)
+
+
+def near_zero(rec: Rec) -> tuple[float | None, float | None, bool]:
+    """(max rel, max ULP, whether some were left out) as the case table shows them. An output that passed
+    with a relative error above its rtol passed on the absolute term of its tolerance (atol): where that
+    error is largest the reference is near zero (|ref| < atol / rtol), and a relative error of 5e45 or a
+    ULP distance of 2e7 there says nothing about accuracy. Such outputs' figures are left out; the max abs
+    error is what decided their verdict. Figures of failing results are all shown."""
+    outputs = rec.raw.get("outputs") if isinstance(rec.raw.get("outputs"), dict) else {}
+    if rec.status != "pass" or not outputs:
+        return rec.max_rel, rec.max_ulp, False
+    rel = ulp = None
+    hidden = False
+    for o in outputs.values():
+        if not isinstance(o, dict):
+            continue
+        r, u = number(o.get("max_rel")), number(o.get("max_ulp"))
+        tol = o.get("tolerance") if isinstance(o.get("tolerance"), dict) else {}
+        rtol = number(tol.get("rtol"))
+        if r is not None and not math.isnan(r) and r > (rtol if rtol else 1.0):
+            hidden = True
+            continue
+        if r is not None and not math.isnan(r):
+            rel = r if rel is None else max(rel, r)
+        if u is not None and not math.isnan(u):
+            ulp = u if ulp is None else max(ulp, u)
+    return rel, ulp, hidden
 
 
 def table_data(records: list[Rec], backends: list[str], dtypes: list[str], flags: list[str]) -> dict:
     rows = []
     for r in records:
         tol, source = _tolerance_text(r.tolerance)
+        rel, ulp, hidden = near_zero(r)
+        if hidden and rel is None:
+            rel = ulp = NEAR_ZERO
+        detail = without_noise(r)
         rows.append([r.backend, r.dtype, r.case, r.check, r.status, r.failure or "", json_metric(r.max_abs),
-                     json_metric(r.max_rel), json_metric(r.max_ulp), json_metric(r.budget), tol, source,
-                     r.detail[:DETAIL_CHARS] + ("…" if len(r.detail) > DETAIL_CHARS else ""), note_of(r), r.tier])
+                     rel if rel == NEAR_ZERO else json_metric(rel), ulp if ulp == NEAR_ZERO else json_metric(ulp),
+                     json_metric(r.budget), tol, source,
+                     detail[:DETAIL_CHARS] + ("…" if len(detail) > DETAIL_CHARS else ""), note_of(r), r.tier])
     statuses = sorted({r.status for r in records}, key=rank)
     checks = sorted({r.check for r in records}, key=lambda c: (c != "reference", c))
     return {"rows": rows, "backends": backends, "dtypes": dtypes, "statuses": statuses, "checks": checks,
@@ -195,24 +244,46 @@ def coverage(records: list[Rec], spec) -> list[AttributeCoverage]:
     return out
 
 
-def diagnosis_kind(text: str) -> str:
-    """A diagnosis without its figures, so that results with the same finding group together:
-    'matches X (max abs err 3e-08)' and 'matches X (max abs err 2e-08)' are one line of the report."""
+def _unbracketed(text: str) -> str:
     while True:  # innermost parentheses first: "(5 element(s) off, max abs err 0.38)"
         stripped = re.sub(r"\s*\([^()]*\)", "", text)
         if stripped == text:
-            break
+            return text.strip()
         text = stripped
-    return re.sub(r"\b\d+\b", "N", text).strip()
 
 
-def diagnoses(records: list[Rec]) -> list[tuple[str, str, int, Rec]]:
-    """(backend, diagnosis without figures, results, first example) for each kind of diagnosis."""
-    found: dict[tuple[str, str], list[Rec]] = defaultdict(list)
+def diagnosis_kind(text: str) -> str:
+    """A diagnosis without its figures, so that results with the same finding group together:
+    'matches X (max abs err 3e-08)' and 'matches X (max abs err 2e-08)' are one line of the report.
+    A key, never shown: its integers are the placeholder N."""
+    return re.sub(r"\b\d+\b", "N", _unbracketed(text))
+
+
+def diagnosis_text(texts: list[str]) -> str:
+    """The line shown for diagnoses of one kind: its text without the bracketed figures, each integer the
+    range the group spans ('matches none of the 2-3 alternative semantics tried')."""
+    bare = [_unbracketed(t) for t in texts]
+    parts = re.split(r"\b\d+\b", bare[0])
+    values = [[int(n) for n in re.findall(r"\b\d+\b", t)] for t in bare]
+    out = [parts[0]]
+    for i, part in enumerate(parts[1:]):
+        column = [v[i] for v in values if len(v) > i]
+        lo, hi = min(column), max(column)
+        out.append(f"{lo}" if lo == hi else f"{lo}–{hi}")
+        out.append(part)
+    return "".join(out)
+
+
+def diagnoses(records: list[Rec]) -> list[tuple[str, str, int, Rec, str]]:
+    """(backend, diagnosis without per-result figures, results, first example, its diagnosis with figures)
+    for each kind of diagnosis. One that matched nothing counts only on unexpected failures
+    (findings.shown_diagnoses)."""
+    found: dict[tuple[str, str], list[tuple[Rec, str]]] = defaultdict(list)
     for r in records:
-        for d in r.diagnoses:
-            found[(r.backend, diagnosis_kind(d))].append(r)
-    return [(b, d, len(rs), rs[0]) for (b, d), rs in sorted(found.items(), key=lambda kv: (kv[0][0], -len(kv[1])))]
+        for d in shown_diagnoses(r):
+            found[(r.backend, diagnosis_kind(d))].append((r, d))
+    return [(b, diagnosis_text([d for _, d in rds]), len(rds), rds[0][0], rds[0][1])
+            for (b, _), rds in sorted(found.items(), key=lambda kv: (kv[0][0], -len(kv[1])))]
 
 
 def gradient_graphs(records: list[Rec]) -> list[tuple[str, str, int, str, Rec]]:

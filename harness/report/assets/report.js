@@ -43,6 +43,17 @@
     return argv.concat(flags).map(shq).join(" ");
   }
 
+  // Max rel and ULP of a passing result whose reference is near zero where they are largest (ops.py
+  // near_zero): not shown as figures, since the absolute tolerance decided that element's verdict.
+  var NEAR_ZERO = "near0";
+  function relative(r) {
+    if (r[C.rel] !== NEAR_ZERO) return '<td class="n">' + fmt(r[C.rel]) + '</td><td class="n">' + fmt(r[C.ulp]) + "</td>";
+    var why = "Where the relative error is largest the reference is near zero (|ref| < atol / rtol): the value passed " +
+      "on the absolute tolerance, so its relative error and ULP distance say nothing. What decided the verdict: " +
+      "max abs err " + fmt(r[C.abs]) + (r[C.tol] ? " within " + r[C.tol] : "") + ".";
+    return '<td class="n na near0" title="' + esc(why) + '">—</td><td class="n na near0" title="' + esc(why) + '">—</td>';
+  }
+
   function CaseTable(root) {
     var data = JSON.parse(document.getElementById(root.getAttribute("data-src")).textContent);
     this.root = root;
@@ -126,8 +137,7 @@
         '</td><td class="mono">' + esc(r[C.kase]) + (r[C.check] !== "reference" ? ' <span class="tag">' + esc(r[C.check]) + "</span>" : "") +
         '</td><td><span class="status st-' + esc(st) + '">' + esc(r[C.status]) + "</span>" +
         (r[C.failure] ? ' <span class="tag">' + esc(r[C.failure]) + "</span>" : "") +
-        '</td><td class="n">' + fmt(r[C.abs]) + '</td><td class="n">' + fmt(r[C.rel]) + '</td><td class="n">' +
-        fmt(r[C.ulp]) + '</td><td class="n' + (num(r[C.budget]) > 1 ? " over" : "") + '">' + fmt(r[C.budget]) +
+        '</td><td class="n">' + fmt(r[C.abs]) + "</td>" + relative(r) + '<td class="n' + (num(r[C.budget]) > 1 ? " over" : "") + '">' + fmt(r[C.budget]) +
         '</td><td class="small" title="' + esc(r[C.source]) + '">' + esc(r[C.tol]) + '</td><td class="detail">' +
         esc(r[C.detail].length > 140 ? r[C.detail].slice(0, 140) + "…" : r[C.detail]) +
         (r[C.note] ? '<br><span class="diag">' + esc(r[C.note]) + "</span>" : "") + "</td></tr>");
@@ -147,24 +157,60 @@
     this.root.querySelector(".pager").style.visibility = pages > 1 ? "visible" : "hidden";
   };
 
-  // A table is built when it comes near the viewport or is first used: a nightly run's page holds
-  // thousands of rows, and most of its tables are never looked at.
+  // A table is built when its op's section opens or a control of it is first used: a run's page holds
+  // thousands of rows, and most of its tables are never looked at. Building one only on the reader's
+  // action keeps the layout still while the page scrolls to a link's target.
   var tables = {};
   function table(root) {
     var op = root.getAttribute("data-op");
     if (!tables[op]) tables[op] = new CaseTable(root);
     return tables[op];
   }
-  var roots = document.querySelectorAll(".cases");
-  if ("IntersectionObserver" in window) {
-    var seen = new IntersectionObserver(function (entries) {
-      entries.forEach(function (e) {
-        if (e.isIntersecting) { table(e.target); seen.unobserve(e.target); }
-      });
-    }, {rootMargin: "800px 0px"});
-    roots.forEach(function (root) { seen.observe(root); });
-  } else {
-    roots.forEach(table);
+  function buildOpen(details) {
+    if (!details.open) return;
+    details.querySelectorAll(".cases").forEach(table);
+  }
+  document.querySelectorAll("details.op").forEach(function (d) {
+    buildOpen(d);
+    d.addEventListener("toggle", function () { buildOpen(d); });
+  });
+  document.querySelectorAll(".cases").forEach(function (root) {
+    if (!root.closest("details.op")) table(root);
+  });
+
+  // A link to something inside a closed section opens the section first, so that the link lands.
+  function reveal(el) {
+    for (var d = el; d; d = d.parentElement) {
+      if (d.tagName === "DETAILS" && !d.open) d.open = true;
+    }
+  }
+  function target(hash) {
+    if (!hash || hash.length < 2) return null;
+    try { return document.getElementById(decodeURIComponent(hash.slice(1))); } catch (err) { return null; }
+  }
+  function follow() {
+    var el = target(location.hash);
+    if (el) { reveal(el); el.scrollIntoView(); }
+  }
+  document.addEventListener("click", function (e) {
+    var a = e.target.closest('a[href^="#"]');
+    if (a) reveal(target(a.getAttribute("href")));
+  }, true);
+  window.addEventListener("hashchange", follow);
+  if (location.hash) follow();
+
+  // The matrix: a shadow over the pinned columns where columns are hidden, and a hint when it scrolls.
+  var box = document.querySelector(".matrix-scroll");
+  if (box) {
+    var edges = function () {
+      var over = box.scrollWidth > box.clientWidth + 1;
+      box.parentElement.classList.toggle("overflows", over);
+      box.classList.toggle("more-left", over && box.scrollLeft > 0);
+      box.classList.toggle("more-right", over && box.scrollLeft + box.clientWidth < box.scrollWidth - 1);
+    };
+    box.addEventListener("scroll", edges, {passive: true});
+    window.addEventListener("resize", edges);
+    edges();
   }
   // One listener per event for every table's controls, so that a control works before its table is built.
   document.addEventListener("input", function (e) {
@@ -185,6 +231,7 @@
     a.addEventListener("click", function () {
       var root = document.querySelector('.cases[data-op="' + a.getAttribute("data-op") + '"]');
       if (!root) return;
+      reveal(root);
       var t = table(root);
       t.set("f-backend", a.getAttribute("data-backend"));
       t.set("f-dtype", a.getAttribute("data-dtype"));
