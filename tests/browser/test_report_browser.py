@@ -39,8 +39,11 @@ def test_report_renders_and_filters(page, run_dir, tmp_path):
         for j, cell in enumerate(row.cells):
             expect(cells.nth(j).locator(".frac")).to_have_text(f"{cell.passed}/{cell.total}")
 
-    # An op section that reads like the op's documentation.
+    # An op section that reads like the op's documentation: one line until opened (the run passed).
     section = page.locator("#op-GeluGrad")
+    expect(section).not_to_have_attribute("open", "")
+    section.locator("summary").first.click()
+    expect(section).to_have_attribute("open", "")
     expect(section.locator("h2")).to_contain_text("GeluGrad")
     expect(section.locator("pre.formula")).to_contain_text("Phi(X)")
     expect(section.locator("table.doc").first).to_contain_text("grad output")
@@ -80,8 +83,11 @@ def test_report_renders_and_filters(page, run_dir, tmp_path):
         command("GeluGrad", first.locator("td").nth(0).inner_text(), first.locator("td").nth(1).inner_text(),
                 worst.case, worst.tier, flags))
 
-    # A matrix cell opens the op's table filtered to its backend and dtype.
+    # A matrix cell opens the op's section (closed until then) and its table filtered to its backend and dtype.
+    expect(page.locator("#op-ReluGrad")).not_to_have_attribute("open", "")
     page.locator('a.jump[data-op="ReluGrad"][data-backend="ort"][data-dtype="float64"]').click()
+    expect(page.locator("#op-ReluGrad")).to_have_attribute("open", "")
+    expect(page.locator("#op-ReluGrad .cases .count")).to_be_in_viewport()
     relu_f64 = sum(r.op == "ReluGrad" and r.backend == "ort" and r.dtype == "float64" for r in model.run.records)
     relu = sum(r.op == "ReluGrad" for r in model.run.records)
     expect(page.locator("#op-ReluGrad .cases .count")).to_have_text(f"{relu_f64} of {relu} results")
