@@ -257,3 +257,17 @@ def test_a_real_small_run_renders_with_unique_ids(tmp_path):
     # every declared finding is a line of the page, collapsed
     for f in declared:
         assert re.search(rf'<details class="finding-line[^"]*" id="{re.escape(f.anchor)}" role="listitem">', page)
+
+
+def test_a_waived_finding_line_says_the_waivers_reason():
+    records = [raw(case=f"basic/shape={k}", status="waived", waiver="ort-gelu-slow-path", failure="wrong_values",
+                   detail="dX: 1 of 7 element(s) outside tolerance") for k in range(3)]
+    summary = {"run_id": "r", "verdict": {"passed": True, "reasons": []},
+               "waivers": {"ort-gelu-slow-path": {"kind": "values", "backend": "ort", "op": "GeluGrad", "state": "active",
+                                                  "covered": 3, "waived": 3, "xpass": 0, "stale": False,
+                                                  "reason": "the team's vectorised path rounds twice (tracked upstream)"}}}
+    page = page_of(records, summary=summary)
+    line = section(page, 'id="finding-ort-GeluGrad-ort-gelu-slow-path"', "</details>")
+    assert '<span class="tag">waiver</span>' in line and '<span class="n" title="3 wrong values · float32">3</span>' in line
+    assert '<span class="sum-c">the team&#39;s vectorised path rounds twice (tracked upstream)</span>' in line
+    assert '(<a href="#waivers">waiver health</a>)' in line and 'id="waivers"' in page

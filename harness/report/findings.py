@@ -81,6 +81,16 @@ class Finding:
     not_reproduced_count: int = 0
     anchor: str = ""  # the element id of this finding on the page, unique
     new: bool = False  # a declared finding the baseline run did not have
+    reason: str = ""  # a waiver's reason, from the run's waiver health
+
+    @property
+    def line(self) -> str:
+        """What the finding's one line says: the divergence's summary, the waiver's reason, else an example."""
+        if self.divergence is not None:
+            return self.divergence.summary
+        if self.reason:
+            return self.reason
+        return shown_detail(self.examples[0][0]) if self.examples else ""
 
     @property
     def count(self) -> int:

@@ -321,6 +321,9 @@ def build(run: RunData, specs: dict | None = None, spec_paths: dict | None = Non
     for _, items in findings:
         for f in items:
             anchors[(f.op, f.key)].append((f.backend, f.anchor))
+    reasons_of = {w["id"]: str(w.get("reason") or "") for w in waiver_health(summary)}
+    for f in (f for _, items in findings for f in items if f.kind == "waived"):
+        f.reason = reasons_of.get(f.key, "")
     for view in views:  # an op's declared divergence links to its finding: the declaring backend's, else another's
         for d, _, _ in view.divergences:
             found = sorted(anchors.get((view.name, d.id), []), key=lambda ba: ba[0] != d.backend)
