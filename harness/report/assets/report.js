@@ -197,6 +197,10 @@
     if (a) reveal(target(a.getAttribute("href")));
   }, true);
   window.addEventListener("hashchange", follow);
+  // A printed report shows everything: every closed section opens for printing.
+  window.addEventListener("beforeprint", function () {
+    document.querySelectorAll("details:not([open])").forEach(function (d) { d.open = true; });
+  });
   if (location.hash) follow();
 
   // The matrix: a shadow over the pinned columns where columns are hidden, and a hint when it scrolls.
