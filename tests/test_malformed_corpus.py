@@ -4,6 +4,7 @@ line naming the file and the field; no traceback, no hang, nothing accepted."""
 import base64
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -69,6 +70,11 @@ def test_the_base_tree_is_valid(tmp_path, capsys):
     assert main(["validate", "--specs", str(base_tree(tmp_path))]) == 0, capsys.readouterr().err
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _problem_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.strip() and not line.endswith("problem(s) found")]
 
@@ -77,10 +83,10 @@ def _problem_lines(err: str) -> list[str]:
 def test_a_malformed_file_costs_one_line(name, tmp_path, capsys):
     variant = VARIANTS[name]
     specs = materialise(variant, tmp_path)
-    started = time.monotonic()
+    started = time.process_time()  # CPU: a loaded machine must not fail it
     code = main(["validate", "--specs", str(specs)])
     out, err = capsys.readouterr()
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert code == variant["exit_validate"], err
     lines = _problem_lines(err)
     assert len(lines) == 1, err
@@ -101,10 +107,10 @@ def test_a_malformed_file_costs_one_line(name, tmp_path, capsys):
 
 def test_validate_of_the_alias_chain_ends_in_under_5_s(tmp_path):
     specs = materialise(VARIANTS["alias_chain"], tmp_path)
-    started = time.monotonic()
+    started = _children_cpu()
     done = subprocess.run([sys.executable, "-m", "harness.cli", "validate", "--specs", str(specs)],
                           capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert time.monotonic() - started < 5
+    assert _children_cpu() - started < 5  # CPU of the validate process, whatever the machine's load
     assert done.returncode == 1 and "aliases" in done.stderr and "Traceback" not in done.stderr
 
 
