@@ -17,13 +17,19 @@ selection that matches nothing: treat it as a failure in CI).
 """
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
+from harness.run import signals  # standard library only
+
+if __name__ == "__main__" or signals.started_as_program():  # not when a test imports this module
+    signals.hold()  # SIGTERM/SIGINT held from the first instant, until a run can record them (see main)
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 from harness.backends.limits import DEFAULT_TIMEOUT  # noqa: E402
-from harness import backends as registry
-from harness.core.cases import TIERS
+from harness import backends as registry  # noqa: E402
+from harness.core.cases import TIERS  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 143  # SIGTERM during `run`: 128 + 15, as a shell reports it
@@ -308,8 +314,11 @@ def _publish(run_dir: Path, catalog) -> None:
 def cmd_report(args) -> int:
     from harness.report import ReportError, write_report
 
-    if args.baseline and not (args.baseline / "results.jsonl").is_file():
-        raise UsageError(f"--baseline {args.baseline}: no results.jsonl there; pass a directory written by `opconform run`")
+    from harness.run.rundir import results_path
+
+    if args.baseline and results_path(args.baseline) is None:
+        raise UsageError(f"--baseline {args.baseline}: no results.jsonl there (nor results.jsonl.gz); pass a "
+                         "directory written by `opconform run`")
     if args.bench and not args.bench.is_file():
         raise UsageError(f"--bench {args.bench}: no such file")
     if args.mutate and not args.mutate.is_file():
@@ -465,13 +474,17 @@ def cmd_merge(args) -> int:
     from harness.run import gate, rundir
 
     catalog = load(args)
+    rundir.claim(args.out)  # one writer per directory, as for a run (RunDirBusy: exit 2)
     try:
-        summary = rundir.merge(args.dirs, args.out, catalog, today=args.today)
-    except rundir.MergeError as e:
-        raise UsageError(str(e)) from None
-    gate.print_verdict(summary, sys.stdout)
-    print(f"results: {args.out}/results.jsonl, {args.out}/summary.json")
-    _publish(args.out, catalog)  # the merged shards' one report and junit.xml
+        try:
+            summary = rundir.merge(args.dirs, args.out, catalog, today=args.today)
+        except rundir.MergeError as e:
+            raise UsageError(str(e)) from None
+        gate.print_verdict(summary, sys.stdout)
+        print(f"results: {args.out}/{rundir.RESULTS}, {args.out}/{rundir.SUMMARY}")
+        _publish(args.out, catalog)  # the merged shards' one report and junit.xml
+    finally:
+        rundir.release(args.out)
     return EXIT_OK if summary["verdict"]["passed"] else EXIT_FAILED
 
 
@@ -498,19 +511,20 @@ def cmd_mutate(args) -> int:
 
 def cmd_waivers(args) -> int:
     from harness.run import waivers
-    from harness.run.rundir import read_results
+    from harness.run.rundir import read_results, results_path
 
     catalog = load(args)
     run_dir = args.run_dir or _newest_run(Path("reports"))
-    path = run_dir / "results.jsonl"
-    if not path.is_file():
-        raise UsageError(f"{run_dir}: no results.jsonl; pass a run directory (opconform run --out DIR)")
+    path = results_path(run_dir)
+    if path is None:
+        raise UsageError(f"{run_dir}: no results.jsonl.gz or results.jsonl; pass a run directory (opconform run --out DIR)")
     print(waivers.propose(read_results(path), catalog.waivers, source=str(path)), end="")
     return EXIT_OK
 
 
 def _newest_run(reports: Path) -> Path:
-    runs = sorted((p.parent for p in reports.glob("*/results.jsonl")), key=lambda p: p.stat().st_mtime)
+    runs = sorted({p.parent for p in [*reports.glob("*/results.jsonl.gz"), *reports.glob("*/results.jsonl")]},
+                  key=lambda p: p.stat().st_mtime)
     if not runs:
         raise UsageError(f"no run in {reports}/; run `opconform run` first or pass RUN_DIR")
     return runs[-1]
@@ -548,30 +562,72 @@ def cmd_new_op(args) -> int:
     return EXIT_OK
 
 
+def _start_run(args) -> tuple[Path | None, bool]:
+    """`run`: its directory, claimed and holding a provisional summary from the moment its options are parsed
+    (harness.run.rundir.start), so that a run stopped at any moment leaves a summary saying so; and whether
+    this call created it."""
+    if args.command != "run":
+        return None, False
+    from harness.run import rundir
+
+    created = args.out is None or not Path(args.out).exists()
+    out = args.out or rundir.new_run_dir(Path("reports"), args.tier)
+    args.out = rundir.start(out, {"tier": args.tier, "seed": args.seed, "threads": args.threads,
+                                  "case_filter": args.cases, "selection": {"ops": args.ops, "backends": args.backends},
+                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    return args.out, created
+
+
 def main(argv: list[str] | None = None) -> int:
-    from harness.backends import UnknownBackend
-    from harness.run.runner import RunError
-    from harness.spec.errors import SpecError
-    from harness.core.spec_loader import UnknownOp
-
-    args = build_parser().parse_args(argv)
+    held = signals.hold()  # first (the console script held them on import already): see harness.run.signals
+    run_dir, created = None, False
     try:
-        for definition in getattr(args, "command_backend", []):
-            registry.define_command(definition)
-        return args.func(args)
-    except SpecError as e:
-        for problem in e.problems:
-            print(f"opconform: spec error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    except (UsageError, UnknownOp, UnknownBackend, RunError) as e:
-        print(f"opconform: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt as e:
-        from harness.run.runner import Terminated
+        from harness.backends import UnknownBackend
+        from harness.run.rundir import RunDirError
+        from harness.run.runner import RunError
+        from harness.spec.errors import SpecError
+        from harness.core.spec_loader import UnknownOp
 
-        print(f"opconform: {'terminated (SIGTERM)' if isinstance(e, Terminated) else 'interrupted'}; results written "
-              "so far are kept", file=sys.stderr)
-        return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
+        args = build_parser().parse_args(argv)
+        try:
+            run_dir, created = _start_run(args)
+            signals.arm()  # a signal held so far interrupts now, with the run's directory there to say so
+            for definition in getattr(args, "command_backend", []):
+                registry.define_command(definition)
+            return args.func(args)
+        except SpecError as e:
+            for problem in e.problems:
+                print(f"opconform: spec error: {problem}", file=sys.stderr)
+            _abandon(run_dir, created, e.problems[0] if e.problems else "spec error")
+            return EXIT_USAGE
+        except (UsageError, UnknownOp, UnknownBackend, RunDirError, RunError) as e:
+            print(f"opconform: error: {e}", file=sys.stderr)
+            _abandon(run_dir, created, str(e))
+            return EXIT_USAGE
+        except KeyboardInterrupt as e:
+            name = signals.fired() or ("SIGTERM" if isinstance(e, signals.Terminated) else "SIGINT")
+            if run_dir is not None:
+                from harness.run import rundir
+
+                with signals.critical():
+                    rundir.interrupted(run_dir, name)  # when the run could not write its own final summary
+            print(f"opconform: {'terminated (SIGTERM)' if name == 'SIGTERM' else 'interrupted'}; results written "
+                  "so far are kept", file=sys.stderr)
+            return EXIT_TERMINATED if name == "SIGTERM" else EXIT_INTERRUPTED
+    finally:
+        if run_dir is not None:
+            from harness.run import rundir
+
+            rundir.release(run_dir)
+        if held:
+            signals.release()
+
+
+def _abandon(run_dir: Path | None, created: bool, reason: str) -> None:
+    if run_dir is not None:
+        from harness.run import rundir
+
+        rundir.abandon(run_dir, created, reason)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from conftest import edit
 from harness import backends as registry
 from harness.backends.base import Backend
 from harness.cli import main
+from harness.run.rundir import read_results
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
@@ -19,7 +20,7 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 def test_run_smoke_writes_results_and_exits_zero(capsys, tmp_path):
     code, out, err = run_cli(capsys, "run", "--ops", "ReluGrad,*GeluGrad", "--tier", "smoke", "--out", str(tmp_path / "r"))
     assert code == 0, out + err
-    records = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    records = read_results(tmp_path / "r")
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert {r["op"] for r in records} == {"ReluGrad", "GeluGrad", "FastGeluGrad", "QuickGeluGrad"}
     assert {r["backend"] for r in records} == {"reference", "openmp", "ort", "ort-autograd"}
@@ -31,7 +32,7 @@ def test_run_smoke_writes_results_and_exits_zero(capsys, tmp_path):
 def test_same_run_same_results_file(capsys, tmp_path):
     for name in ("a", "b"):
         assert run_cli(capsys, "run", "--ops", "*Gelu*", "--tier", "smoke", "--out", str(tmp_path / name))[0] == 0
-    assert (tmp_path / "a" / "results.jsonl").read_bytes() == (tmp_path / "b" / "results.jsonl").read_bytes()
+    assert (tmp_path / "a" / "results.jsonl.gz").read_bytes() == (tmp_path / "b" / "results.jsonl.gz").read_bytes()
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -88,7 +89,7 @@ def test_interrupted_run_keeps_its_results(capsys, monkeypatch, tmp_path):
     monkeypatch.setitem(registry.FACTORIES, "interrupting", InterruptingBackend)
     code, out, err = run_cli(capsys, "run", "--ops", "ReluGrad", "--backends", "interrupting", "--out", str(tmp_path / "r"))
     assert code == 130 and "interrupted" in err
-    lines = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    lines = read_results(tmp_path / "r")
     assert len([r for r in lines if r["check"] != "gradient"]) == 3  # and each case's gradient check before it
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["complete"] is False and summary["verdict"]["passed"] is False

@@ -39,7 +39,7 @@ def run_command(catalog, tmp_path, template, cases="float32-*", timeout=20.0, ti
     name = registry.define_command(f"cmd={template}")
     outcome = run(catalog, RunOptions(backends=["reference", name], tier=tier, out=tmp_path / "run", progress=False,
                                       timeout=timeout, cases=cases))
-    records = read_results(outcome.run_dir / "results.jsonl")
+    records = read_results(outcome.run_dir)
     return outcome, [r for r in records if r["backend"] == name]
 
 

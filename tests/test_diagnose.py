@@ -13,6 +13,7 @@ from harness.spec.dotted import resolve
 from harness.core.dtypes import NUMPY
 from harness.run.engine import judge, prepare
 from harness.core.tensors import resolve_attributes
+from harness.run.rundir import read_results
 
 LEGACY = "legacy SoftmaxGrad axis semantics (coerced to 2-D at axis)"
 
@@ -91,5 +92,5 @@ def test_failure_lines_and_results_carry_the_diagnosis(capsys, monkeypatch, tmp_
     out = capsys.readouterr().out
     assert code == 1
     assert f"FAIL SoftmaxGrad_13 [wrong-kernel] float32-rank3/shape=2x3x5;axis=0: matches {LEGACY} (max abs err" in out
-    records = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    records = read_results(tmp_path / "r")
     assert {r["diagnosis"]["matches"] for r in records if r["status"] == "fail"} == {LEGACY}

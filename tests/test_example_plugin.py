@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.run.rundir import read_results
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "example-backend"
 BUG = "X >= 0 selects dY (subgradient 1 at X = 0)"  # ReluGrad's alternative semantics in its spec
@@ -35,7 +37,7 @@ def test_the_gate_catches_the_bug_and_the_diagnosis_names_it(env, tmp_path):
     done = opconform(env, "run", "--backends", "example-kernels", "--ops", "ReluGrad,GeluGrad,TanhGrad",
                      "--out", str(tmp_path / "run"), "--no-progress", "--no-report")
     assert done.returncode == 1, done.stdout + done.stderr
-    records = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    records = read_results(tmp_path / "run")
     mine = [r for r in records if r["backend"] == "example-kernels"]
     failed = [r for r in mine if r["status"] != "pass" and r["status"] != "unsupported"]
     assert failed and all(r["op"] == "ReluGrad" and r["case"].startswith("special_values/") for r in failed)
@@ -60,7 +62,7 @@ def test_a_team_waiver_file_accepts_the_bug(env, tmp_path):
     done = opconform(env, "run", "--backends", "example-kernels", "--ops", "ReluGrad", "--waivers", str(waivers),
                      "--out", str(tmp_path / "run"), "--no-progress", "--no-report")
     assert done.returncode == 0, done.stdout + done.stderr
-    statuses = {json.loads(line)["status"] for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()}
+    statuses = {r["status"] for r in read_results(tmp_path / "run")}
     assert "waived" in statuses and "fail" not in statuses
 
 

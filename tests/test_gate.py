@@ -11,6 +11,7 @@ from harness.core.cases import expand
 from harness.cli import main
 from harness.pytest_plugin.plugin import marker
 from harness.core.spec_loader import load_catalog
+from harness.run.rundir import read_results
 from test_codegen import make_project, run_pytest
 
 # Only ort's waivers are under test: openmp, which also fails against the edited reference, stays out.
@@ -31,7 +32,7 @@ def write_ort_waivers(project, *waivers):
 
 
 def records(run_dir):
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    return read_results(run_dir)
 
 
 def test_generated_tests_give_the_results_of_opconform_run(tmp_path, capsys):
@@ -44,7 +45,7 @@ def test_generated_tests_give_the_results_of_opconform_run(tmp_path, capsys):
                         "--junitxml", str(tmp_path / "junit.xml"))
     assert result.returncode == 0, result.stdout[-3000:]
     # the same statuses, details, metrics and order: one engine
-    assert (tmp_path / "pytest" / "results.jsonl").read_bytes() == (tmp_path / "run" / "results.jsonl").read_bytes()
+    assert (tmp_path / "pytest" / "results.jsonl.gz").read_bytes() == (tmp_path / "run" / "results.jsonl.gz").read_bytes()
     summary = json.loads((tmp_path / "pytest" / "summary.json").read_text())
     assert summary["verdict"] == {"passed": True, "reasons": []}
     assert summary["totals"] == json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
@@ -117,7 +118,7 @@ def test_shards_merge_into_the_run_they_split(tmp_path, capsys):
                  "--specs", str(project / "specs")])
     out = capsys.readouterr().out
     assert code == 1 and "stale waiver ORT-0003" in out
-    assert (tmp_path / "merged" / "results.jsonl").read_bytes() == (tmp_path / "whole" / "results.jsonl").read_bytes()
+    assert (tmp_path / "merged" / "results.jsonl.gz").read_bytes() == (tmp_path / "whole" / "results.jsonl.gz").read_bytes()
     summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert summary["totals"] == json.loads((tmp_path / "whole" / "summary.json").read_text())["totals"]
 

@@ -17,6 +17,7 @@ from harness.core.cases import expand
 from harness.run.engine import prepare
 from harness.core.gradcheck import gradient_check
 from harness.run.runner import RunOptions, run
+from harness.run.rundir import read_results
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,7 +39,7 @@ def test_a_reference_off_by_1e_6_fails_the_gate(catalog, tmp_path, op, wrong, ca
     outcome = run(with_reference(catalog, op, wrong),
                   RunOptions(ops=[op], backends=["reference"], tier="smoke", cases=cases, out=tmp_path / "run",
                              progress=False))
-    records = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    records = read_results(tmp_path / "run")
     gradient = [r for r in records if r["check"] == "gradient"]
     assert gradient and all(r["backend"] == "reference" for r in gradient)
     assert any(r["failure"] == "not_a_gradient" for r in gradient)
@@ -50,7 +51,7 @@ def test_a_reference_off_by_1e_6_fails_the_gate(catalog, tmp_path, op, wrong, ca
 def test_the_right_reference_passes(catalog, tmp_path, op):
     outcome = run(catalog, RunOptions(ops=[op], backends=["reference"], tier="smoke", out=tmp_path / "run",
                                       progress=False))
-    records = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    records = read_results(tmp_path / "run")
     assert any(r["check"] == "gradient" for r in records)
     assert outcome.passed, outcome.summary["verdict"]
 

@@ -11,6 +11,7 @@ from harness.backends.base import Crashed, Outputs, Rejected, Request, Unsupport
 from harness.backends.onnx_backend import OnnxBackendAdapter, parse
 from harness.core.cases import expand
 from harness.run.engine import matching_divergences, prepare, request_for
+from harness.run.rundir import read_results
 
 ORT_BACKEND = "onnx-backend:onnxruntime.backend"
 PLUGINS = Path(__file__).parent / "plugins"
@@ -125,6 +126,6 @@ def test_a_run_applies_the_ort_divergences_to_it(tmp_path):
                            "GeluGrad", "--out", str(tmp_path), "--no-progress", "--no-report"],
                           cwd=Path(__file__).parent.parent, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    records = read_results(tmp_path)
     mine = [r for r in records if r["backend"] == ORT_BACKEND]
     assert mine and any(r["status"] == "divergent" for r in mine)  # GeluGrad's `ort` divergences, declared once

@@ -63,7 +63,7 @@ def run_on(catalog, tmp_path, *backends, tier="smoke", timeout=20.0, cases=None)
                                       timeout=timeout, cases=cases))
     from harness.run.rundir import read_results
 
-    return outcome, read_results(outcome.run_dir / "results.jsonl")
+    return outcome, read_results(outcome.run_dir)
 
 
 def test_discovered_but_not_built_in_or_expected():

@@ -14,6 +14,7 @@ from harness.backends.reference import ReferenceBackend
 from harness.core.cases import expand
 from harness.cli import main
 from harness.run.engine import judge, prepare
+from harness.run.rundir import read_results
 
 
 @pytest.mark.parametrize("op, dtype, status, how, evidence", [
@@ -120,7 +121,7 @@ def test_run_writes_the_capability_matrix_and_counts_unsupported_apart(capsys, m
     assert rows[("silent", "TanhGrad", "float64")]["status"] == "no_kernel"
     assert rows[("reference", "LogSoftmaxGrad", "float16")]["how"] == "reference"
     assert ("silent", "LogSoftmaxGrad", "bfloat16") not in rows  # only the dtypes the run's cases use
-    records = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    records = read_results(tmp_path / "r")
     silent64 = [r for r in records if r["backend"] == "silent" and r["dtype"] == "float64"]
     assert silent64 and {r["status"] for r in silent64} == {"unsupported"}
     table = {(row["op"], row["backend"]): row for row in summary["table"]}

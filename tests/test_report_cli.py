@@ -8,6 +8,7 @@ import pytest
 
 from harness.cli import main
 from harness.report import build_report
+from harness.run.rundir import read_results
 
 
 def edit(path, old: str, new: str) -> None:
@@ -17,7 +18,7 @@ def edit(path, old: str, new: str) -> None:
 
 
 def records(run_dir):
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    return read_results(run_dir)
 
 
 def test_run_writes_the_report_and_junit(capsys, tmp_path):

@@ -15,6 +15,7 @@ from harness.backends.reference import ReferenceBackend
 from harness.cli import main
 from harness.spec.errors import SpecError
 from harness.run.catalog import load as load_catalog  # the specs with their waivers
+from harness.run.rundir import read_results
 
 
 @dataclass
@@ -76,7 +77,7 @@ def run(capsys, spec_dir, tmp_path, *extra):
     code = main(["run", "--specs", str(spec_dir), "--ops", "TanhGrad", "--backends", "skewed", "--tier", "smoke",
                  "--out", str(tmp_path / "run"), "--no-progress", *extra])
     out, err = capsys.readouterr()
-    records = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    records = read_results(tmp_path / "run")
     return code, out + err, records
 
 
@@ -216,7 +217,7 @@ def test_a_waiver_never_overrides_a_known_divergence(capsys, spec_copy, tmp_path
     code = main(["run", "--specs", str(spec_copy), "--ops", "GeluGrad", "--backends", "ort", "--cases", "*infinities/*",
                  "--out", str(tmp_path / "r"), "--no-progress"])
     out = capsys.readouterr().out
-    records = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    records = read_results(tmp_path / "r")
     assert {r["status"] for r in records if r["dtype"] == "float32"} == {"divergent"}
     assert code == 1 and "stale waiver SKW-0001" in out
 

@@ -14,6 +14,7 @@ from conftest import REPO
 from harness.backends import worker_template
 from harness.backends.base import Crashed
 from harness.backends.worker import IsolatedWorker
+from harness.run.rundir import read_results, results_path
 
 TESTS = Path(__file__).parent
 PARENT = textwrap.dedent("""
@@ -121,9 +122,8 @@ def test_sigterm_ends_a_run_with_totals_and_an_interrupted_verdict(tmp_path):
     run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--backends", "reference", "--tier", "ci",
                             "--no-progress", "--no-report", "--out", str(out)], cwd=REPO,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    results = out / "results.jsonl"
     deadline = time.monotonic() + 120
-    while not (results.is_file() and results.stat().st_size) and time.monotonic() < deadline and run.poll() is None:
+    while not (results_path(out) and read_results(out)) and time.monotonic() < deadline and run.poll() is None:
         time.sleep(0.05)
     assert run.poll() is None, "the run ended before it could be terminated"
     run.send_signal(signal.SIGTERM)
@@ -131,7 +131,7 @@ def test_sigterm_ends_a_run_with_totals_and_an_interrupted_verdict(tmp_path):
     assert run.returncode == 143, err
     assert "Traceback" not in err
     summary = json.loads((out / "summary.json").read_text())
-    lines = results.read_text().splitlines()
+    lines = read_results(out)
     assert summary["complete"] is False and summary["results"] == len(lines) > 0
     assert sum(summary["totals"].values()) == len(lines)
     assert summary["verdict"]["passed"] is False and summary["verdict"]["interrupted"] == "SIGTERM"

@@ -156,10 +156,14 @@ class RunData:
 
 
 def read_run(run_dir: Path) -> RunData:
+    """A run directory's results (results.jsonl.gz, or an older run's plain results.jsonl) and summary."""
+    from harness.run.rundir import read_lines, results_path
+
     run_dir = Path(run_dir)
-    results = run_dir / "results.jsonl"
-    if not results.is_file():
-        raise ReportError(f"{run_dir}: no results.jsonl here; pass a directory written by `opconform run`")
+    results = results_path(run_dir)
+    if results is None:
+        raise ReportError(f"{run_dir}: no results.jsonl here (nor results.jsonl.gz); pass a directory written by "
+                          "`opconform run`")
     problems = []
     summary: dict = {}
     summary_path = run_dir / "summary.json"
@@ -172,10 +176,10 @@ def read_run(run_dir: Path) -> RunData:
     else:
         problems.append("no summary.json: the run's metadata and verdict are missing")
     records, bad = [], 0
-    with paused_gc(), results.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                continue
+    with paused_gc():
+        lines, whole = read_lines(results)
+        bad += not whole  # a last record cut short
+        for line in lines:
             try:
                 raw = json.loads(line)
             except json.JSONDecodeError:
@@ -186,7 +190,7 @@ def read_run(run_dir: Path) -> RunData:
             else:
                 bad += 1
     if bad:
-        problems.append(f"{bad} line(s) of results.jsonl are not JSON records (a run killed mid-write?) and were skipped")
+        problems.append(f"{bad} line(s) of {results.name} are not JSON records (a run killed mid-write?) and were skipped")
     if summary and summary.get("complete") is False:
         problems.append("the run did not complete: this report shows the results written before it stopped")
     return RunData(run_dir, summary, records, problems)

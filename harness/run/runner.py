@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +19,7 @@ from harness import backends as registry
 from harness.backends.limits import DEFAULT_TIMEOUT
 from harness.run import environment, probe
 from harness.core.cases import Case, expand
-from harness.run import rundir
+from harness.run import rundir, signals
 from harness.run.case_checks import gradient_case, run_case
 from harness.run.engine import prepare
 from harness.run.results import Tally, format_table
@@ -96,32 +94,33 @@ def open_backends(options: RunOptions) -> tuple[list, dict]:
 
 
 def new_run_dir(options: RunOptions) -> Path:
-    if options.out:
-        return options.out
-    base = options.reports / f"{time.strftime('%Y%m%d-%H%M%S')}-{options.tier}"
-    run_dir, n = base, 1
-    while run_dir.exists():
-        n += 1
-        run_dir = base.with_name(f"{base.name}-{n}")
-    return run_dir
+    """--out, or a new directory under ./reports of the current directory (never inside the package)."""
+    return options.out or rundir.new_run_dir(options.reports, options.tier)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (what CI timeouts send) during a run: it ends like Ctrl-C, with totals and an
-    interrupted verdict in summary.json; the CLI exits 143."""
-
-
-def _terminate(signum, frame):
-    raise Terminated()
+Terminated = signals.Terminated  # SIGTERM during a run: it ends like Ctrl-C; the CLI exits 143
 
 
 def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
+    """Run the selection into its run directory, held (harness.run.rundir.claim) for the run's life: a second
+    writer is refused with RunDirBusy. SIGTERM and SIGINT end the run with a summary that says so."""
     cases = select_cases(catalog, options)
     if not cases:
         raise RunError("no case matches the selection (check --ops, --tier and --cases)")
+    run_dir = rundir.claim(new_run_dir(options))
+    held = signals.hold()  # `opconform run` holds them from its start; a caller of run() gets the same
+    try:
+        signals.arm()
+        return _run(catalog, options, cases, run_dir)
+    finally:
+        rundir.release(run_dir)
+        if held:
+            signals.release()
+
+
+def _run(catalog: Catalog, options: RunOptions, cases: list[Case], run_dir: Path) -> RunOutcome:
     backends, availability = open_backends(options)
-    run_dir = new_run_dir(options)
-    writer = ResultsWriter(run_dir / "results.jsonl")
+    writer = ResultsWriter(run_dir / rundir.RESULTS)
     tally = Tally()
     records: list[dict] = []
     started = time.time()
@@ -146,12 +145,11 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
     # what it does not run as unsupported (harness.run.probe), from the same per-backend cache.
     summary["capabilities"] = probe.matrix(backends, probe.pairs_of(cases), unavailable={
         name: a["reason"] for name, a in availability.items() if not a["available"]})
-    write_json(run_dir / "summary.json", summary)
+    # until the final one: a failed verdict, so that a run killed from here on leaves a summary saying so
+    write_json(run_dir / rundir.SUMMARY, rundir.provisional_summary(summary))
     bar = tqdm(total=len(cases) * len(backends), unit="result", file=sys.stderr, dynamic_ncols=True,
                disable=not options.progress if options.progress is not None else None)
     per_op_lines = bar.disable and options.progress is not False
-    on_main_thread = threading.current_thread() is threading.main_thread()
-    previous_sigterm = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
     interrupted = None
     try:
         current_op, op_results = None, 0
@@ -186,20 +184,18 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
         interrupted = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
         raise
     finally:
-        if on_main_thread:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the summary short
-        bar.close()
-        writer.close()
-        for backend in backends:
-            backend.close()
-        summary.update(finished=time.strftime("%Y-%m-%dT%H:%M:%S"), seconds=round(time.time() - started, 1))
-        # the one summary builder and verdict the generated suites and `opconform merge` use too
-        summary = rundir.build_summary(summary, records, catalog, complete=summary["complete"])
-        if interrupted:
-            summary["verdict"]["interrupted"] = interrupted
-        write_json(run_dir / "summary.json", summary)
-        if on_main_thread:
-            signal.signal(signal.SIGTERM, previous_sigterm)
+        # a signal now waits for the summary to be written (and a second SIGTERM is ignored: harness.run.signals)
+        with signals.critical():
+            bar.close()
+            writer.close()
+            for backend in backends:
+                backend.close()
+            summary.update(finished=time.strftime("%Y-%m-%dT%H:%M:%S"), seconds=round(time.time() - started, 1))
+            # the one summary builder and verdict the generated suites and `opconform merge` use too
+            summary = rundir.build_summary(summary, records, catalog, complete=summary["complete"])
+            if interrupted:
+                summary["verdict"]["interrupted"] = interrupted
+            write_json(run_dir / rundir.SUMMARY, summary)
     return RunOutcome(run_dir, tally, summary, [r for r in records if r["status"] in UNEXPECTED])
 
 
@@ -216,9 +212,9 @@ def print_summary(outcome: RunOutcome, out=None) -> None:
         if r.get("diagnosis") and r["diagnosis"]["summary"] not in r["detail"][:300]:
             print(f"      diagnosis: {r['diagnosis']['summary']}", file=out)
     if len(outcome.unexpected) > 20:
-        print(f"  ... and {len(outcome.unexpected) - 20} more in results.jsonl", file=out)
+        print(f"  ... and {len(outcome.unexpected) - 20} more in {rundir.RESULTS}", file=out)
     verdict = outcome.summary["verdict"]
     print(f"\nverdict: {'PASS' if verdict['passed'] else 'FAIL'}"
           + "".join(f"\n  - {r}" for r in verdict["reasons"])
           + "".join(f"\n  warning: {w}" for w in verdict.get("warnings", [])), file=out)
-    print(f"results: {outcome.run_dir}/results.jsonl, {outcome.run_dir}/summary.json", file=out)
+    print(f"results: {outcome.run_dir}/{rundir.RESULTS}, {outcome.run_dir}/{rundir.SUMMARY}", file=out)
