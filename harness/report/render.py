@@ -44,9 +44,53 @@ def observed(detail: str) -> str:
     return rest if sep and head.startswith("known divergence") else detail
 
 
+# The case table's row, as harness/report/ops.py table_data builds it and report.js reads it (by position).
+ROW_STATUS, ROW_SOURCE, ROW_DETAIL = 4, 11, 12
+ROW_FIGURES = (6, 7, 8, 9)  # max abs, max rel, max ULP, tolerance used
+ROW_BUDGET = 9
+FIGURE_DIGITS = 4  # significant digits the page carries; the table shows 3
+UNSUPPORTED_DETAIL = 140  # characters of an unsupported result's reason: the cell's width (the capability table has it all)
+
+
+def _figure(value, is_budget: bool):
+    if not isinstance(value, float) or not math.isfinite(value):
+        return value
+    short = float(f"{value:.{FIGURE_DIGITS}g}")
+    if is_budget and (short > 1) != (value > 1):
+        return value  # over the tolerance or not: the table marks it, so no rounding may cross 1
+    return int(short) if short.is_integer() and abs(short) < 1e15 else short
+
+
+def compact_rows(rows: list) -> list:
+    """The case table's rows as the page carries them, sized for a ci run's thousands of results: figures
+    to FIGURE_DIGITS significant digits; a passed result's detail "within tolerance (xB of SOURCE)" cut to
+    "within tolerance", since B and SOURCE are columns of its own; an unsupported result's reason cut to
+    what its cell shows; a divergent result's detail without the divergence's summary, which the op's
+    section shows once (the row's note names the divergence). The full texts stay in the results file."""
+    out = []
+    for row in rows:
+        row = list(row)
+        for i in ROW_FIGURES:
+            row[i] = _figure(row[i], i == ROW_BUDGET)
+        detail = row[ROW_DETAIL]
+        if row[ROW_STATUS] == "pass" and isinstance(detail, str) and detail.startswith("within tolerance (x") \
+                and (not row[ROW_SOURCE] or detail.endswith(f" of {row[ROW_SOURCE]})")):
+            row[ROW_DETAIL] = "within tolerance"
+        elif row[ROW_STATUS] == "divergent" and isinstance(detail, str):
+            row[ROW_DETAIL] = observed(detail)  # the divergence's summary is the op's (its note names it)
+        elif row[ROW_STATUS] == "unsupported" and isinstance(detail, str) and len(detail) > UNSUPPORTED_DETAIL:
+            row[ROW_DETAIL] = detail[:UNSUPPORTED_DETAIL] + "…"
+        out.append(row)
+    return out
+
+
 def table_json(table: dict) -> Markup:
-    # "<" escaped so that no "</script>" inside a detail can end the script element.
-    return Markup(json.dumps(table, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c"))
+    """The case table's data for report.js: compact JSON (compact_rows); "<" escaped so that no
+    "</script>" inside a detail can end the script element."""
+    if isinstance(table.get("rows"), list):
+        table = {**table, "rows": compact_rows(table["rows"])}
+    text = json.dumps(table, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    return Markup(text.replace("<", "\\u003c"))
 
 
 @lru_cache(maxsize=1)
