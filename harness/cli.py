@@ -22,14 +22,19 @@ from harness.run import signals  # standard library only
 if __name__ == "__main__" or signals.started_as_program():  # not when a test imports this module
     signals.hold()  # SIGTERM/SIGINT held from the first instant, until a run can record them (see main)
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
+
+STARTED = time.time()  # the printed run time counts the start-up too
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from harness import backends as registry  # noqa: E402 - light: backend classes load when used
 from harness.backends.limits import DEFAULT_TIMEOUT  # noqa: E402
-from harness import backends as registry  # noqa: E402
-from harness.core.cases import TIERS  # noqa: E402
+
+TIERS = ("smoke", "ci", "nightly")  # harness.core.cases.TIERS, without importing the spec models at start-up
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 143  # SIGTERM during `run`: 128 + 15, as a shell reports it
@@ -43,13 +48,26 @@ def _comma_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def _builtin_specs() -> str:
+    from harness.core.spec_loader import builtin_root, shown
+
+    return shown(builtin_root())
+
+
 def _add_spec_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--specs", type=Path, help="spec directory (default: ./specs or $OPCONFORM_SPECS)")
+    p.add_argument("--specs", type=Path, action="append", metavar="DIR",
+                   help=f"a spec directory of your own on top of the built-in specs ({_builtin_specs()}); "
+                        "repeatable, after those in $OPCONFORM_SPECS (os.pathsep-separated). It holds new ops' specs, "
+                        "<domain>/<Op>.overlay.yaml files adding case groups to an op, and optionally _defaults/ "
+                        "and _waivers/ (docs/team-specs.md)")
+    p.add_argument("--no-builtin-specs", action="store_true",
+                   help="leave the built-in specs and their waivers out: only the --specs directories (their "
+                        "tolerances default to the built-in ones unless their _defaults/ says otherwise)")
     p.add_argument("--max-case-memory", type=_size, metavar="SIZE",
                    help="budget for one case's tensors, checked when the specs load (default 1GiB; e.g. 4GiB)")
     p.add_argument("--waivers", type=Path, action="append", metavar="FILE",
                    help="also load this waivers file (a team's own, for its backend; repeatable); "
-                        "specs/_waivers/*.yaml always load")
+                        "the _waivers/*.yaml of every spec directory always load")
 
 
 BACKEND_NAMES_HELP = (f"built in: {', '.join(registry.FACTORIES)}; installed plugins (entry-point group "
@@ -239,12 +257,26 @@ def _date(text: str):
         raise argparse.ArgumentTypeError(f"'{text}' is not a date; write YYYY-MM-DD") from None
 
 
-def load(args):
-    from harness.run.catalog import load as load_catalog
-    from harness.core.spec_checks import DEFAULT_MAX_CASE_BYTES
+def spec_sources(args):
+    """The spec directories of a command: the built-in specs (unless --no-builtin-specs), then
+    $OPCONFORM_SPECS, then each --specs DIR."""
+    from harness.core.spec_loader import SpecSources
 
-    return load_catalog(args.specs, waiver_files=getattr(args, "waivers", None) or (),
-                        max_case_bytes=getattr(args, "max_case_memory", None) or DEFAULT_MAX_CASE_BYTES)
+    return SpecSources.resolve(getattr(args, "specs", None) or (), getattr(args, "no_builtin_specs", False))
+
+
+def load(args, ops=None, log=None, index=None):
+    """The catalog of the command's spec directories with their waivers: every spec, or with `ops`
+    (names or globs) only those ops' specs (unknown names fail before any spec is read)."""
+    from harness.run.catalog import load as load_catalog
+
+    return load_catalog(sources=index.sources if index else spec_sources(args), index=index, ops=ops, log=log,
+                        waiver_files=getattr(args, "waivers", None) or (),
+                        max_case_bytes=getattr(args, "max_case_memory", None))
+
+
+def _log(line: str) -> None:
+    print(f"opconform: {line}", file=sys.stderr, flush=True)
 
 
 def cmd_validate(args) -> int:
@@ -280,19 +312,29 @@ def _warn_waiver_reviews(catalog) -> int:
 
 
 def cmd_run(args) -> int:
-    from harness.run.runner import RunOptions, print_summary, run
+    from harness.spec.sources import SpecIndex
 
+    # Start-up grows with the selection, not with the spec set: the ops are found from file names (a
+    # misspelt one is answered here, before anything heavy is imported), then only their specs load.
+    index = SpecIndex.scan(spec_sources(args))
+    names = index.select(args.ops) if not index.problems else []
     for name in args.backends or []:
         registry.check(name)
+    log = _log if args.progress is not False else None  # --no-progress: no progress lines at all
+    if names and log:
+        log(f"loading {len(names)} spec{'' if len(names) == 1 else 's'}"
+            + (f" ({', '.join(names)})" if len(names) <= 3 else "") + "...")
     from harness.backends.worker import prestart
 
     prestart(registry.worker_classes(args.backends or registry.DEFAULT))  # imports overlap the loading
-    catalog = load(args)
+    catalog = load(args, ops=args.ops, log=log, index=index)
+    from harness.run.runner import RunOptions, print_summary, run
+
     options = RunOptions(ops=args.ops, backends=args.backends, tier=args.tier, cases=args.cases, seed=args.seed,
                          threads=args.threads, timeout=args.timeout, out=args.out, progress=args.progress,
                          allow_missing_backends=args.allow_missing_backends, waiver_files=args.waivers or [])
     outcome = run(catalog, options)
-    print_summary(outcome)
+    print_summary(outcome, started=STARTED)
     if args.report:
         _publish(outcome.run_dir, catalog)
     return EXIT_OK if outcome.passed else EXIT_FAILED
@@ -324,7 +366,10 @@ def cmd_report(args) -> int:
     if args.mutate and not args.mutate.is_file():
         raise UsageError(f"--mutate {args.mutate}: no such file")
     try:
-        out = write_report(args.run_dir, args.out, args.baseline, args.bench, args.specs, mutation=args.mutate)
+        # the run's own spec directories unless --specs/--no-builtin-specs/$OPCONFORM_SPECS say otherwise
+        given = args.specs or args.no_builtin_specs or os.environ.get("OPCONFORM_SPECS")
+        out = write_report(args.run_dir, args.out, args.baseline, args.bench, spec_sources(args) if given else None,
+                           mutation=args.mutate)
     except ReportError as e:
         raise UsageError(str(e)) from None
     print(f"report: {out}")
@@ -344,7 +389,7 @@ def cmd_bench(args) -> int:
                            isa=args.isa, dtypes=args.dtype)
     main_log(header(options))
     try:
-        doc = run_bench(load(args), options, log=main_log)
+        doc = run_bench(load(args, ops=args.ops), options, log=main_log)
     except BenchError as e:
         raise UsageError(str(e)) from None
     print(table(doc))
@@ -367,7 +412,7 @@ def cmd_probe(args) -> int:
     for dtype in args.dtypes or []:
         if dtype not in dtypes.FLOATS:
             raise UsageError(f"unknown dtype '{dtype}'; known: {', '.join(dtypes.FLOATS)}")
-    catalog = load(args)
+    catalog = load(args, ops=args.ops)
     specs = catalog.select(args.ops)
     backends = [registry.create(name, timeout=args.timeout) for name in names]
     try:
@@ -415,7 +460,7 @@ def cmd_export_onnx(args) -> int:
 
     if args.backend:
         registry.check(args.backend)
-    catalog = load(args)
+    catalog = load(args, ops=args.ops)
     cases = [c for c in select_cases(catalog, RunOptions(ops=args.ops, tier=args.tier, cases=args.cases)) if c.valid]
     left_out = []
     if args.backend:
@@ -494,7 +539,7 @@ def cmd_mutate(args) -> int:
     from harness.run import mutate
     from harness.run.rundir import write_json
 
-    catalog = load(args)
+    catalog = load(args, ops=args.ops)
     figures = mutate.mutate(catalog, args.ops, args.tier, args.seed,
                             log=lambda line: print(line, file=sys.stderr, flush=True))
     out = args.out or Path("reports") / f"mutate-{datetime.datetime.now():%Y%m%d-%H%M%S}" / "mutate.json"
@@ -532,9 +577,19 @@ def _newest_run(reports: Path) -> Path:
 
 def cmd_new_op(args) -> int:
     from harness.codegen import scaffold
-    from harness.core.spec_loader import default_root, shown
+    from harness.core.spec_loader import shown
+    from harness.spec.sources import SpecIndex, builtin_root
 
-    root = Path(args.specs or default_root())
+    sources = spec_sources(args)
+    root = sources.dirs[-1] if sources.dirs else builtin_root()  # the top directory: the last --specs DIR
+    if not sources.dirs and not (root.parent / "pyproject.toml").is_file():
+        raise UsageError(f"new-op: the built-in specs ({root}) are part of the installed package; "
+                         "pass --specs DIR, your own spec directory")
+    index = SpecIndex.scan(sources)
+    elsewhere = [e.path for e in index.specs.get(args.name, []) if index.layers[e.layer][0] != root]
+    if elsewhere:
+        raise UsageError(f"new-op: {args.name} is already a spec in {shown(elsewhere[0])}; add case groups to it "
+                         f"with {args.domain}/{args.name}.overlay.yaml in your directory instead")
     chosen = [flag for flag, on in (("--like", args.like), ("--inputs/--outputs", args.inputs or args.outputs),
                                     ("--from-schema", args.from_schema)) if on]
     if len(chosen) > 1:
@@ -562,6 +617,13 @@ def cmd_new_op(args) -> int:
     return EXIT_OK
 
 
+def _run_error() -> type[Exception]:
+    """harness.run.runner.RunError once the runner (which raises it) is imported; importing the runner
+    just to name it would put its imports in front of every command's first line."""
+    runner = sys.modules.get("harness.run.runner")
+    return runner.RunError if runner is not None else UsageError
+
+
 def _start_run(args) -> tuple[Path | None, bool]:
     """`run`: its directory, claimed and holding a provisional summary from the moment its options are parsed
     (harness.run.rundir.start), so that a run stopped at any moment leaves a summary saying so; and whether
@@ -584,7 +646,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from harness.backends import UnknownBackend
         from harness.run.rundir import RunDirError
-        from harness.run.runner import RunError
         from harness.spec.errors import SpecError
         from harness.core.spec_loader import UnknownOp
 
@@ -600,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"opconform: spec error: {problem}", file=sys.stderr)
             _abandon(run_dir, created, e.problems[0] if e.problems else "spec error")
             return EXIT_USAGE
-        except (UsageError, UnknownOp, UnknownBackend, RunDirError, RunError) as e:
+        except (UsageError, UnknownOp, UnknownBackend, RunDirError, _run_error()) as e:
             print(f"opconform: error: {e}", file=sys.stderr)
             _abandon(run_dir, created, str(e))
             return EXIT_USAGE

@@ -30,7 +30,7 @@ def make_project(tmp_path: Path, ops=OPS) -> Path:
             path.unlink()
     for path in (specs / "_waivers").glob("*.yaml") if (specs / "_waivers").is_dir() else []:
         path.unlink()  # the repo's waivers name ops this copy may not have
-    assert main(["gen-tests", "--specs", str(specs)]) == 0
+    assert main(["gen-tests", "--specs", str(specs), "--no-builtin-specs"]) == 0
     return tmp_path
 
 
@@ -41,7 +41,7 @@ def run_pytest(project: Path, *args, timeout=300) -> subprocess.CompletedProcess
 
 
 def check(capsys, project: Path) -> tuple[int, str]:
-    code = main(["gen-tests", "--specs", str(project / "specs"), "--check"])
+    code = main(["gen-tests", "--specs", str(project / "specs"), "--no-builtin-specs", "--check"])
     out, err = capsys.readouterr()
     return code, out + err
 
@@ -81,7 +81,7 @@ def test_check_passes_then_fails_after_a_spec_edit(tmp_path, capsys):
     assert code == 1
     assert "generated_tests/test_GeluGrad.py: stale: specs/com.microsoft/GeluGrad.yaml changed since it was generated" in out
     assert "test_ReluGrad.py" not in out  # only the stale files are named
-    assert main(["gen-tests", "--specs", str(project / "specs")]) == 0
+    assert main(["gen-tests", "--specs", str(project / "specs"), "--no-builtin-specs"]) == 0
     assert check(capsys, project)[0] == 0
 
 
@@ -91,7 +91,7 @@ def test_adding_a_case_adds_one_line_per_dtype_and_changes_no_other(tmp_path, ca
     before = path.read_text().splitlines()
     edit(project / "specs" / "com.microsoft" / "GeluGrad.yaml", "params: {shape: [[7], [3, 4], [2, 3, 5]]}",
          "params: {shape: [[7], [3, 4], [4, 4], [2, 3, 5]]}")
-    assert main(["gen-tests", "--specs", str(project / "specs")]) == 0
+    assert main(["gen-tests", "--specs", str(project / "specs"), "--no-builtin-specs"]) == 0
     after = path.read_text().splitlines()
     diff = [d for d in difflib.unified_diff(before, after, lineterm="", n=0) if d[:1] in "+-" and d[:3] not in ("---", "+++")]
     removed = [d[1:] for d in diff if d.startswith("-")]
@@ -114,7 +114,7 @@ def test_a_deleted_spec_loses_its_file_and_other_files_stay(tmp_path, capsys):
     (project / "specs" / "com.microsoft" / "ReluGrad.yaml").unlink()
     code, out = check(capsys, project)
     assert code == 1 and "generated_tests/test_ReluGrad.py: stale: its spec no longer exists" in out
-    assert main(["gen-tests", "--specs", str(project / "specs")]) == 0
+    assert main(["gen-tests", "--specs", str(project / "specs"), "--no-builtin-specs"]) == 0
     assert "removed" in capsys.readouterr().out
     assert not (project / "generated_tests" / "test_ReluGrad.py").exists() and keep.exists()
     assert check(capsys, project)[0] == 0

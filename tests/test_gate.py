@@ -37,7 +37,7 @@ def records(run_dir):
 
 def test_generated_tests_give_the_results_of_opconform_run(tmp_path, capsys):
     project = make_project(tmp_path)
-    assert main(["run", "--specs", str(project / "specs"), "--tier", "smoke", "--out", str(tmp_path / "run"),
+    assert main(["run", "--specs", str(project / "specs"), "--no-builtin-specs", "--tier", "smoke", "--out", str(tmp_path / "run"),
                  "--no-progress"]) == 0
     capsys.readouterr()
     defaults = " or ".join(marker(name) for name in registry.DEFAULT)  # the backends `opconform run` picks
@@ -63,7 +63,7 @@ def test_the_pytest_gate_applies_waivers_and_fails_on_each_stale_thing(tmp_path)
     project = make_project(tmp_path, ops=OPS)
     # A reference that disagrees with ORT (and the math) for TanhGrad: ORT's results now fail there.
     edit(project / "specs" / "com.microsoft" / "TanhGrad.yaml", "activations:tanh_grad", "activations:sigmoid_grad")
-    assert main(["gen-tests", "--specs", str(project / "specs")]) == 0
+    assert main(["gen-tests", "--specs", str(project / "specs"), "--no-builtin-specs"]) == 0
     write_ort_waivers(project, waiver("ORT-0001", "TanhGrad", ["basic/*"], failure="wrong_values"))
     result = run_pytest(project, "-m", SELECT, "-n", "2", "--opconform-results", str(tmp_path / "ok"))
     assert result.returncode == 0, result.stdout[-3000:]
@@ -92,7 +92,7 @@ def test_the_pytest_gate_applies_waivers_and_fails_on_each_stale_thing(tmp_path)
 def test_a_waiver_in_its_grace_period_only_warns(tmp_path):
     project = make_project(tmp_path, ops=OPS)
     edit(project / "specs" / "com.microsoft" / "TanhGrad.yaml", "activations:tanh_grad", "activations:sigmoid_grad")
-    assert main(["gen-tests", "--specs", str(project / "specs")]) == 0
+    assert main(["gen-tests", "--specs", str(project / "specs"), "--no-builtin-specs"]) == 0
     write_ort_waivers(project, waiver("ORT-0001", "TanhGrad", ["basic/*"], review_by="2030-01-01"))
     # `not gradient`: the gradient check rightly fails the broken reference; this test is about the waiver
     result = run_pytest(project, "-m", "smoke and TanhGrad and ort and not gradient", "--opconform-today", "2030-01-10")
@@ -115,17 +115,17 @@ def test_shards_merge_into_the_run_they_split(tmp_path, capsys):
     parts = [records(tmp_path / f"shard{g}") for g in (1, 2)]
     assert parts[0] and parts[1]
     code = main(["merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"), "--out", str(tmp_path / "merged"),
-                 "--specs", str(project / "specs")])
+                 "--specs", str(project / "specs"), "--no-builtin-specs"])
     out = capsys.readouterr().out
     assert code == 1 and "stale waiver ORT-0003" in out
     assert (tmp_path / "merged" / "results.jsonl.gz").read_bytes() == (tmp_path / "whole" / "results.jsonl.gz").read_bytes()
     summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert summary["totals"] == json.loads((tmp_path / "whole" / "summary.json").read_text())["totals"]
 
-    code = main(["merge", str(tmp_path / "shard1"), "--out", str(tmp_path / "half"), "--specs", str(project / "specs")])
+    code = main(["merge", str(tmp_path / "shard1"), "--out", str(tmp_path / "half"), "--specs", str(project / "specs"), "--no-builtin-specs"])
     assert code == 1 and "shard(s) 2 of 2 missing" in capsys.readouterr().out
     code = main(["merge", str(tmp_path / "shard1"), str(tmp_path / "shard1"), "--out", str(tmp_path / "twice"),
-                 "--specs", str(project / "specs")])
+                 "--specs", str(project / "specs"), "--no-builtin-specs"])
     assert code == 2 and "the shards overlap" in capsys.readouterr().err
 
 

@@ -67,7 +67,7 @@ def test_the_corpus_is_large_and_current():
 
 
 def test_the_base_tree_is_valid(tmp_path, capsys):
-    assert main(["validate", "--specs", str(base_tree(tmp_path))]) == 0, capsys.readouterr().err
+    assert main(["validate", "--specs", str(base_tree(tmp_path)), "--no-builtin-specs"]) == 0, capsys.readouterr().err
 
 
 def _children_cpu() -> float:
@@ -84,7 +84,7 @@ def test_a_malformed_file_costs_one_line(name, tmp_path, capsys):
     variant = VARIANTS[name]
     specs = materialise(variant, tmp_path)
     started = time.process_time()  # CPU: a loaded machine must not fail it
-    code = main(["validate", "--specs", str(specs)])
+    code = main(["validate", "--specs", str(specs), "--no-builtin-specs"])
     out, err = capsys.readouterr()
     assert time.process_time() - started < 5
     assert code == variant["exit_validate"], err
@@ -97,7 +97,7 @@ def test_a_malformed_file_costs_one_line(name, tmp_path, capsys):
     assert "Beautiful is better than ugly" not in out + err  # `this` was never imported
     if variant["exit_run"] is None:
         return
-    code = main(["run", "--specs", str(specs), "--backends", "reference", "--tier", "smoke", "--no-progress",
+    code = main(["run", "--specs", str(specs), "--no-builtin-specs", "--backends", "reference", "--tier", "smoke", "--no-progress",
                  "--no-report", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == variant["exit_run"], err
@@ -108,7 +108,7 @@ def test_a_malformed_file_costs_one_line(name, tmp_path, capsys):
 def test_validate_of_the_alias_chain_ends_in_under_5_s(tmp_path):
     specs = materialise(VARIANTS["alias_chain"], tmp_path)
     started = _children_cpu()
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "validate", "--specs", str(specs)],
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "validate", "--specs", str(specs), "--no-builtin-specs"],
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert _children_cpu() - started < 5  # CPU of the validate process, whatever the machine's load
     assert done.returncode == 1 and "aliases" in done.stderr and "Traceback" not in done.stderr
@@ -118,6 +118,6 @@ def test_the_memory_budget_can_be_raised(tmp_path, capsys):
     specs = base_tree(tmp_path)
     path = specs / "com.microsoft" / "ReluGrad.yaml"
     path.write_text(path.read_text().replace("params: {shape: [[7], [3, 4], [2, 3, 5]]}", "params: {shape: [[1024, 1024]]}"))
-    assert main(["validate", "--specs", str(specs), "--max-case-memory", "4MiB"]) == 1
+    assert main(["validate", "--specs", str(specs), "--no-builtin-specs", "--max-case-memory", "4MiB"]) == 1
     assert "over the 4.0 MiB budget per case" in capsys.readouterr().err
-    assert main(["validate", "--specs", str(specs), "--max-case-memory", "64MiB"]) == 0
+    assert main(["validate", "--specs", str(specs), "--no-builtin-specs", "--max-case-memory", "64MiB"]) == 0

@@ -67,8 +67,9 @@ def _env(project: Path) -> dict:
 
 
 def opconform(project: Path, *args) -> subprocess.CompletedProcess:
-    """The CLI in a fresh interpreter that imports the copy's reference package."""
+    """The CLI in a fresh interpreter that imports the copy's reference package, on the copy's specs alone."""
     code = BOOT + "from harness.cli import main; sys.exit(main())"
+    args = (*args, "--specs", str(project / "specs"), "--no-builtin-specs")
     return subprocess.run([sys.executable, "-c", code, *args], cwd=project, env=_env(project),
                           capture_output=True, text=True, timeout=300)
 
@@ -81,21 +82,21 @@ def pytest_in(project: Path, *args) -> subprocess.CompletedProcess:
 
 def test_scaffold_fill_in_and_run(project, capsys):
     specs = project / "specs"
-    assert main(["new-op", "SquareGrad", "--specs", str(specs)]) == 0
+    assert main(["new-op", "SquareGrad", "--specs", str(specs), "--no-builtin-specs"]) == 0
     out = capsys.readouterr().out
     spec_path, stub_path = specs / "com.microsoft" / "SquareGrad.yaml", project / "reference" / "ops" / "square_grad.py"
     assert "SquareGrad.yaml (5 value(s) marked TODO)" in out and "square_grad.py" in out
     assert 'reference: "reference.ops.square_grad:square_grad"' in spec_path.read_text()
 
     # validate lists what is still missing, one item a line
-    assert main(["validate", "--specs", str(specs)]) == 1
+    assert main(["validate", "--specs", str(specs), "--no-builtin-specs"]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     fields = [line.split(": ")[1] for line in lines[:-1]]
     assert fields == ["summary", "formula", "references[0]", "forward.op", "forward.reference"]
     assert all(": still missing: " in line and line.startswith(str(spec_path)) for line in lines[:-1])
 
     # gen-tests refuses while the spec is incomplete: the catalog does not load
-    assert main(["gen-tests", "--specs", str(specs)]) == 2
+    assert main(["gen-tests", "--specs", str(specs), "--no-builtin-specs"]) == 2
     assert "SquareGrad.yaml: summary: still missing" in capsys.readouterr().err
 
     # fill in the spec; the forward reference goes beside the (still unwritten) gradient
@@ -136,7 +137,7 @@ def test_scaffold_fill_in_and_run(project, capsys):
 
 def test_like_copies_the_structure_and_resets_what_describes_the_op(project, capsys):
     specs = project / "specs"
-    assert main(["new-op", "ScaledTanhGrad", "--like", "TanhGrad", "--specs", str(specs)]) == 0
+    assert main(["new-op", "ScaledTanhGrad", "--like", "TanhGrad", "--specs", str(specs), "--no-builtin-specs"]) == 0
     capsys.readouterr()
     data = yaml.safe_load((specs / "com.microsoft" / "ScaledTanhGrad.yaml").read_text())
     tanh = yaml.safe_load((specs / "com.microsoft" / "TanhGrad.yaml").read_text())
@@ -152,11 +153,11 @@ def test_like_copies_the_structure_and_resets_what_describes_the_op(project, cap
 
 def test_new_op_refuses_to_overwrite_and_names_unknown_ops(project, capsys):
     specs = project / "specs"
-    assert main(["new-op", "TanhGrad", "--specs", str(specs)]) == 2
+    assert main(["new-op", "TanhGrad", "--specs", str(specs), "--no-builtin-specs"]) == 2
     assert "TanhGrad.yaml already exists" in capsys.readouterr().err
-    assert main(["new-op", "NewGrad", "--like", "TanhGard", "--specs", str(specs)]) == 2
+    assert main(["new-op", "NewGrad", "--like", "TanhGard", "--specs", str(specs), "--no-builtin-specs"]) == 2
     assert "unknown op 'TanhGard'; did you mean 'TanhGrad'?" in capsys.readouterr().err
-    assert main(["new-op", "2Grad", "--specs", str(specs)]) == 2
+    assert main(["new-op", "2Grad", "--specs", str(specs), "--no-builtin-specs"]) == 2
     assert not (specs / "com.microsoft" / "NewGrad.yaml").exists()
 
 
@@ -177,7 +178,7 @@ def test_stub_detection_and_names():
 
 def _only_still_missing(spec_path: Path, capsys) -> list[str]:
     """validate's lines for the scaffold: every one a TODO still missing (the file parses and checks)."""
-    assert main(["validate", "--specs", str(spec_path.parents[1])]) == 1
+    assert main(["validate", "--specs", str(spec_path.parents[1]), "--no-builtin-specs"]) == 1
     lines = [line for line in capsys.readouterr().err.strip().splitlines()[:-1] if line.startswith(str(spec_path))]
     assert lines and all(": still missing: " in line for line in lines), lines
     return [line.split(": ")[1] for line in lines]
@@ -187,7 +188,7 @@ def test_from_schema_takes_the_signature_from_the_ort_table(project, capsys):
     from harness.data import ort_op
 
     specs = project / "specs"
-    assert main(["new-op", "LayerNormalizationGrad", "--from-schema", "--specs", str(specs)]) == 0
+    assert main(["new-op", "LayerNormalizationGrad", "--from-schema", "--specs", str(specs), "--no-builtin-specs"]) == 0
     capsys.readouterr()
     spec_path = specs / "com.microsoft" / "LayerNormalizationGrad.yaml"
     data = yaml.safe_load(spec_path.read_text())
@@ -209,7 +210,7 @@ def test_from_schema_takes_the_signature_from_the_ort_table(project, capsys):
 def test_from_schema_bool_inputs_get_a_mask_generator(project, capsys):
     specs = project / "specs"
     (project / "reference" / "ops" / "dropout_grad.py").unlink()  # scaffolded as if the repository had none
-    assert main(["new-op", "DropoutGrad", "--from-schema", "--specs", str(specs)]) == 0
+    assert main(["new-op", "DropoutGrad", "--from-schema", "--specs", str(specs), "--no-builtin-specs"]) == 0
     data = yaml.safe_load((specs / "com.microsoft" / "DropoutGrad.yaml").read_text())
     assert data["type_constraints"]["T2"]["types"] == ["bool"]
     assert data["cases"]["inputs"]["mask"] == {"kind": "mask", "keep": 0.5}
@@ -220,7 +221,7 @@ def test_from_schema_bool_inputs_get_a_mask_generator(project, capsys):
 
 def test_inputs_and_outputs_any_signature(project, capsys):
     specs = project / "specs"
-    assert main(["new-op", "ScaleGrad", "--inputs", "dY,X,scale", "--outputs", "dX,dscale", "--specs", str(specs)]) == 0
+    assert main(["new-op", "ScaleGrad", "--inputs", "dY,X,scale", "--outputs", "dX,dscale", "--specs", str(specs), "--no-builtin-specs"]) == 0
     capsys.readouterr()
     spec_path = specs / "com.microsoft" / "ScaleGrad.yaml"
     text = spec_path.read_text()
@@ -235,11 +236,11 @@ def test_inputs_and_outputs_any_signature(project, capsys):
 
 def test_signature_options_are_checked(project, capsys):
     specs = project / "specs"
-    assert main(["new-op", "NoSuchGrad", "--from-schema", "--specs", str(specs)]) == 2
+    assert main(["new-op", "NoSuchGrad", "--from-schema", "--specs", str(specs), "--no-builtin-specs"]) == 2
     assert "'NoSuchGrad' is not in ort_training_ops.yaml" in capsys.readouterr().err
-    assert main(["new-op", "XGrad", "--inputs", "dY", "--like", "TanhGrad", "--specs", str(specs)]) == 2
+    assert main(["new-op", "XGrad", "--inputs", "dY", "--like", "TanhGrad", "--specs", str(specs), "--no-builtin-specs"]) == 2
     assert "use one of --like, --inputs/--outputs" in capsys.readouterr().err
-    assert main(["new-op", "XGrad", "--inputs", "dY,X", "--specs", str(specs)]) == 2
+    assert main(["new-op", "XGrad", "--inputs", "dY,X", "--specs", str(specs), "--no-builtin-specs"]) == 2
     assert "--inputs and --outputs each need at least one name" in capsys.readouterr().err
-    assert main(["new-op", "AdamWOptimizer", "--from-schema", "--specs", str(specs)]) == 2
+    assert main(["new-op", "AdamWOptimizer", "--from-schema", "--specs", str(specs), "--no-builtin-specs"]) == 2
     assert "is a sequence or variadic" in capsys.readouterr().err

@@ -59,7 +59,7 @@ def test_repro_commands_rerun_exactly_their_case(capsys, tmp_path):
 
 
 def test_baseline_diff_between_two_runs(capsys, tmp_path, spec_copy):
-    common = ["--specs", str(spec_copy), "--ops", "TanhGrad,ReluGrad", "--tier", "smoke", "--no-progress",
+    common = ["--specs", str(spec_copy), "--no-builtin-specs", "--ops", "TanhGrad,ReluGrad", "--tier", "smoke", "--no-progress",
               "--backends", "reference,ort"]
     assert main(["run", *common, "--out", str(tmp_path / "before")]) == 0
     # Break TanhGrad's reference (ORT's right answers now fail) and change ReluGrad's case list.
@@ -68,7 +68,7 @@ def test_baseline_diff_between_two_runs(capsys, tmp_path, spec_copy):
          "params: {shape: [[7], [3, 4], [6, 6]]}")
     assert main(["run", *common, "--out", str(tmp_path / "after")]) == 1
     capsys.readouterr()
-    assert main(["report", str(tmp_path / "after"), "--baseline", str(tmp_path / "before"), "--specs", str(spec_copy),
+    assert main(["report", str(tmp_path / "after"), "--baseline", str(tmp_path / "before"), "--specs", str(spec_copy), "--no-builtin-specs",
                  "--out", str(tmp_path / "diff.html")]) == 0
     assert f"report: {tmp_path / 'diff.html'}" in capsys.readouterr().out
 

@@ -74,7 +74,7 @@ def waiver(**changes):
 
 
 def run(capsys, spec_dir, tmp_path, *extra):
-    code = main(["run", "--specs", str(spec_dir), "--ops", "TanhGrad", "--backends", "skewed", "--tier", "smoke",
+    code = main(["run", "--specs", str(spec_dir), "--no-builtin-specs", "--ops", "TanhGrad", "--backends", "skewed", "--tier", "smoke",
                  "--out", str(tmp_path / "run"), "--no-progress", *extra])
     out, err = capsys.readouterr()
     records = read_results(tmp_path / "run")
@@ -214,7 +214,7 @@ def test_a_waiver_never_overrides_a_known_divergence(capsys, spec_copy, tmp_path
     # ORT's GeluGrad inf results are a spec's known divergence: a waiver on the same cases waives nothing.
     write_waivers(spec_copy, waiver(match_op="GeluGrad", match_cases=["infinities/*"], match_dtypes=["float32"]),
                   backend="ort")
-    code = main(["run", "--specs", str(spec_copy), "--ops", "GeluGrad", "--backends", "ort", "--cases", "*infinities/*",
+    code = main(["run", "--specs", str(spec_copy), "--no-builtin-specs", "--ops", "GeluGrad", "--backends", "ort", "--cases", "*infinities/*",
                  "--out", str(tmp_path / "r"), "--no-progress"])
     out = capsys.readouterr().out
     records = read_results(tmp_path / "r")
@@ -228,7 +228,7 @@ def test_propose_prints_drafts_that_validation_rejects_until_filled_in(capsys, s
     code, out, _ = run(capsys, spec_copy, tmp_path)
     assert code == 1
     before = sorted((p.name, p.read_bytes()) for p in spec_copy.rglob("*") if p.is_file())
-    assert main(["waivers", "--specs", str(spec_copy), "propose", str(tmp_path / "run")]) == 0
+    assert main(["waivers", "--specs", str(spec_copy), "--no-builtin-specs", "propose", str(tmp_path / "run")]) == 0
     draft = capsys.readouterr().out
     assert sorted((p.name, p.read_bytes()) for p in spec_copy.rglob("*") if p.is_file()) == before  # wrote nothing
     data = yaml.safe_load(draft)
@@ -240,7 +240,7 @@ def test_propose_prints_drafts_that_validation_rejects_until_filled_in(capsys, s
 
     (spec_copy / "_waivers").mkdir(exist_ok=True)
     (spec_copy / "_waivers" / "skewed.yaml").write_text(draft)
-    assert main(["validate", "--specs", str(spec_copy)]) == 1
+    assert main(["validate", "--specs", str(spec_copy), "--no-builtin-specs"]) == 1
     err = capsys.readouterr().err
     assert "skewed.yaml: waivers[0].reason: empty: write why" in err and "waivers[0].tracking: empty" in err
 

@@ -175,7 +175,7 @@ def _run_child(catalog, options: BenchOptions, level: str, log) -> dict:
         out = Path(tmp) / "bench.json"
         argv = [sys.executable, "-m", "harness.cli", "bench", "--isa", level, "--threads", str(options.threads),
                 "--out", str(out), "--backends", ",".join(options.backends)]
-        argv += ["--specs", str(catalog.root)] if getattr(catalog, "root", None) else []
+        argv += catalog.sources.flags() if getattr(catalog, "sources", None) else []  # the same spec directories
         argv += ["--ops", ",".join(options.ops)] if options.ops else []
         argv += ["--sizes", ",".join(options.sizes)] if options.sizes else []
         argv += ["--bandwidth"] if options.bandwidth else []

@@ -36,8 +36,13 @@ class Changes:
 
 
 def default_out(catalog) -> Path:
-    """generated_tests/ beside the spec directory."""
-    return Path(catalog.root).parent / "generated_tests"
+    """generated_tests/ beside the top spec directory (a team's own, when given), or in the working
+    directory when that is the built-in specs inside an installed package."""
+    sources = getattr(catalog, "sources", None)
+    top = Path(sources.dirs[-1]) if sources is not None and sources.dirs else Path(catalog.root)
+    if not (top.parent / "pyproject.toml").is_file() and top.resolve().parent.name == "harness":
+        return Path("generated_tests")
+    return top.parent / "generated_tests"
 
 
 def test_file(spec) -> str:
@@ -46,12 +51,15 @@ def test_file(spec) -> str:
 
 
 def spec_sha256(catalog, spec) -> str:
-    return hashlib.sha256(Path(catalog.files[spec.id]).read_bytes()).hexdigest()
+    """The spec file's sha256; with overlays (team directories), over the file and its overlays."""
+    overlays = (getattr(catalog, "overlays", None) or {}).get(spec.id, [])
+    data = Path(catalog.files[spec.id]).read_bytes()
+    return hashlib.sha256(data + b"".join(Path(o).read_bytes() for o in overlays)).hexdigest()
 
 
 def spec_file_label(catalog, spec) -> str:
     """specs/<domain>/<Op>.yaml: named from the spec directory, the same on every machine."""
-    root = Path(catalog.root)
+    root = Path(catalog.root_of(spec) if hasattr(catalog, "root_of") else catalog.root)
     return f"{root.name}/{Path(catalog.files[spec.id]).relative_to(root).as_posix()}"
 
 
@@ -85,8 +93,17 @@ def plan(catalog, out: Path) -> dict[str, str]:
         files[name] = render_spec(catalog, spec, env)
         manifest[name] = {"spec": spec.id, "spec_file": spec_file_label(catalog, spec),
                           "sha256": spec_sha256(catalog, spec), "cases": len(expand(spec))}
-    specs_rel = Path(os.path.relpath(Path(catalog.root).resolve(), Path(out).resolve())).as_posix()
-    files[CONFTEST] = env.get_template("conftest.py.j2").render(generator=GENERATOR, specs_rel=specs_rel)
+    def rel(path) -> str:
+        return Path(os.path.relpath(Path(path).resolve(), Path(out).resolve())).as_posix()
+
+    specs_rel = rel(catalog.root)
+    sources = getattr(catalog, "sources", None)
+    # a suite of team directories records them (the built-in specs alone need nothing: the plugin finds them)
+    team_args = "" if sources is None or not sources.dirs else (
+        ", dirs=[" + ", ".join(f"here / {json.dumps(rel(d))}" for d in (sources.dirs if sources.builtin else sources.dirs[1:]))
+        + f"], builtin={sources.builtin}")
+    files[CONFTEST] = env.get_template("conftest.py.j2").render(generator=GENERATOR, specs_rel=specs_rel,
+                                                                team_args=team_args)
     files[MANIFEST] = json.dumps({"generator": GENERATOR, "specs_dir": specs_rel,
                                   "files": dict(sorted(manifest.items()))}, indent=2) + "\n"
     return files

@@ -1,30 +1,38 @@
-"""Loading the spec set: YAML files under specs/<domain>/<Op>.yaml, plus specs/_defaults/."""
+"""Loading the spec set: the built-in specs, then a team's directories (harness.spec.sources), each
+holding <domain>/<Op>.yaml specs, <domain>/<Op>.overlay.yaml overlays and optional _defaults/.
+
+`load_catalog(ops=...)` parses and checks only the specs of the selected ops (the file names say which
+files those are), each through the cache of checked specs (harness.spec.cache); `load_catalog()` with
+no selection loads and checks every spec, as `opconform validate` does. Start-up cost thus follows
+the selection, not the size of the spec set. Heavy modules (pydantic and the spec models, numpy, the
+checks) are imported where a spec is parsed or checked, not when this module is: a misspelt `--ops` is
+answered from file names before any of them loads.
+"""
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import os
+import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.core.compare import Tolerance
-from harness.spec.dotted import PROJECT_PACKAGE, package_problem
-from harness.core import spec_checks as checks
-from harness.spec import unfinished
-from harness.spec.errors import Problem, SpecError, from_validation_error
-from harness.spec.model import Spec
+from harness.spec import cache as spec_cache
+from harness.spec import sources as _sources
+from harness.spec.errors import Problem, SpecError
+from harness.spec.sources import OVERLAY_SUFFIX, SpecFile, SpecIndex, SpecSources, UnknownOp, unknown_op_text
 
-REPO_SPECS = Path(__file__).resolve().parents[2] / "specs"
+PROJECT_PACKAGE = "reference"  # harness.spec.dotted.PROJECT_PACKAGE, without importing it
+DEFAULT_MAX_CASE_BYTES = 1 << 30  # harness.core.spec_checks.DEFAULT_MAX_CASE_BYTES (checked equal in the tests)
+FLOATS = ("float32", "float64", "float16", "bfloat16")
 
-
-class UnknownOp(ValueError):
-    pass
+__all__ = ["Catalog", "SpecSources", "UnknownOp", "builtin_root", "default_root", "load_catalog", "load_spec",
+           "read_yaml", "shown"]
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeys:
     """PyYAML keeps the last of two equal keys silently; a spec with one is almost always a mistake.
     Dates stay strings (pydantic parses them and names the field): PyYAML's own date constructor
     raises a bare ValueError on `2030-13-45`."""
@@ -44,51 +52,82 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-class _DefaultTolerance(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    atol: float = Field(ge=0)
-    rtol: float = Field(ge=0)
+class _UniqueKeyLoader(_UniqueKeys, yaml.SafeLoader):
+    pass
 
 
-class _Defaults(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    tolerances: dict[str, _DefaultTolerance]
+# libyaml's parser (C) reads a spec ~10x faster than PyYAML's; the constructor (what the values become)
+# is the same Python code. Any problem is explained by the pure-Python loader, whose messages and
+# positions the tests and users know.
+_FastLoader = type("_FastUniqueKeyLoader", (_UniqueKeys, yaml.CSafeLoader), {}) \
+    if getattr(yaml, "__with_libyaml__", False) else None
 
 
 @dataclass
 class Catalog:
-    root: Path
-    specs: list[Spec]
+    root: Path  # the bottom spec directory: the built-in specs, or the first given
+    specs: list  # harness.spec.model.Spec: every spec, or those of the selected ops (see `complete`)
     files: dict[str, Path] = field(default_factory=dict)  # spec id -> file
-    default_tolerances: dict[str, Tolerance] = field(default_factory=dict)
-    digest: str = ""  # sha256 over every spec file: names the spec set in results
+    default_tolerances: dict = field(default_factory=dict)  # dtype -> Tolerance (the bottom directory's)
+    digest: str = ""  # sha256 over every spec and overlay file of the set: names the spec set in results
     waivers: list = field(default_factory=list)  # harness.run.waivers.Waiver: harness.run.catalog.load adds them
+    sources: SpecSources | None = None
+    complete: bool = True  # every spec of the set is loaded (False: the selected ops' only)
+    overlays: dict[str, list[Path]] = field(default_factory=dict)  # spec id -> its overlay files
+    roots: dict[str, Path] = field(default_factory=dict)  # spec id -> the spec directory it is in
+    layer_tolerances: dict[str, dict] = field(default_factory=dict)  # spec id -> its directory's own defaults
+    loader: object = field(default=None, repr=False, compare=False)  # _Loader: loads further specs on demand
 
-    def select(self, patterns: list[str] | None) -> list[Spec]:
+    @property
+    def all_ops(self) -> list[str]:
+        """Every op name of the set, loaded or not."""
+        return self.loader.index.names if self.loader else sorted({s.op for s in self.specs})
+
+    def select(self, patterns: list[str] | None) -> list:
         """Specs whose op name matches any pattern (exact names or globs), in catalog order."""
+        if self.loader is not None and not self.complete:
+            self._add(self.loader.index.select(patterns) if patterns else self.loader.index.names)
         if not patterns:
             return list(self.specs)
         names = [s.op for s in self.specs]
         for pattern in patterns:
             if not fnmatch.filter(names, pattern):
-                raise UnknownOp(checks.unknown_name("op", pattern, names) if not set("*?[") & set(pattern)
+                raise UnknownOp(unknown_op_text(pattern, names) if not set("*?[") & set(pattern)
                                 else f"'{pattern}' matches no op (known: {', '.join(names)})")
         return [s for s in self.specs if any(fnmatch.fnmatchcase(s.op, p) for p in patterns)]
 
-    def by_op(self, op: str, domain: str | None = None) -> Spec:
-        for s in self.specs:
+    def by_op(self, op: str, domain: str | None = None):
+        for s in [*self.specs, *self.loader.extra] if self.loader else self.specs:
             if s.op == op and (domain is None or s.domain == domain):
                 return s
-        raise UnknownOp(checks.unknown_name("op", op, [s.op for s in self.specs]))
+        if self.loader is not None and op in self.loader.index.specs:
+            for s in self.loader.load_ops([op], self, extra=True):
+                if domain is None or s.domain == domain:
+                    return s
+        raise UnknownOp(unknown_op_text(op, self.all_ops))
 
-    def tolerance(self, spec: Spec, dtype: str) -> Tolerance:
+    def _add(self, ops) -> None:
+        """Load these ops (not loaded yet) into specs; SpecError when one does not load."""
+        loaded = {s.op for s in self.specs}
+        missing = [op for op in ops if op not in loaded]
+        if missing:
+            self.specs = sorted([*self.specs, *self.loader.load_ops(missing, self)], key=lambda s: s.op)
+            self.complete = set(self.all_ops) <= {s.op for s in self.specs}
+
+    def tolerance(self, spec, dtype: str):
+        from harness.core.compare import Tolerance
+
         if dtype in spec.tolerances:
             t = spec.tolerances[dtype]
             return Tolerance(t.atol, t.rtol, f"spec({dtype}): {t.reason}")
-        return self.default_tolerances[dtype]
+        return self.layer_tolerances.get(spec.id, self.default_tolerances)[dtype]
 
-    def path(self, spec: Spec) -> str:
+    def path(self, spec) -> str:
         return shown(self.files[spec.id])
+
+    def root_of(self, spec) -> Path:
+        """The spec directory a spec's file is in."""
+        return self.roots.get(spec.id, self.root)
 
 
 def shown(path: Path) -> str:
@@ -97,11 +136,12 @@ def shown(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-def default_root() -> Path:
-    """$OPCONFORM_SPECS, else ./specs, else the specs/ beside this package (editable installs)."""
-    if env := os.environ.get("OPCONFORM_SPECS"):
-        return Path(env)
-    return Path("specs") if Path("specs").is_dir() else REPO_SPECS
+def builtin_root() -> Path:
+    """The built-in specs (harness.spec.sources.builtin_root); team directories come on top of them."""
+    return _sources.builtin_root()
+
+
+default_root = builtin_root  # its name before team directories
 
 
 # Limits on one YAML file, checked on the event stream before anything is built from it: a spec is
@@ -118,8 +158,14 @@ def read_yaml(path: Path) -> tuple[object, list[Problem]]:
     text, problem = _read_text(path)
     if problem:
         return None, [Problem(str(path), "", problem)]
+    if _FastLoader is not None:
+        try:
+            if _structure_problem(text, _FastLoader) is None:
+                return yaml.load(text, Loader=_FastLoader), []
+        except Exception:  # noqa: BLE001 - the Python loader below says what is wrong, as it always has
+            pass
     try:
-        if problem := _structure_problem(text):
+        if problem := _structure_problem(text, _UniqueKeyLoader):
             return None, [Problem(str(path), problem[0], problem[1])]
         return yaml.load(text, Loader=_UniqueKeyLoader), []
     except yaml.YAMLError as e:
@@ -153,13 +199,13 @@ def _read_text(path: Path) -> tuple[str, str | None]:
         return "", f"not UTF-8 text: byte 0x{raw[e.start]:02x} at line {line} (offset {e.start}); save it as UTF-8"
 
 
-def _structure_problem(text: str) -> tuple[str, str] | None:
+def _structure_problem(text: str, loader=_UniqueKeyLoader) -> tuple[str, str] | None:
     """(where, message) when the document nests deeper than MAX_DEPTH or its aliases expand past
     MAX_NODES; from the parser's events, which build nothing."""
     stack: list[list] = []  # per open collection: [anchor, nodes inside]
     sizes: dict[str, int] = {}  # anchor -> nodes it expands to
     total = 0
-    for event in yaml.parse(text, Loader=_UniqueKeyLoader):
+    for event in yaml.parse(text, Loader=loader):
         mark = event.start_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
@@ -187,8 +233,15 @@ def _structure_problem(text: str) -> tuple[str, str] | None:
     return None
 
 
-def load_spec(path: Path, packages=(PROJECT_PACKAGE,), max_case_bytes: int = checks.DEFAULT_MAX_CASE_BYTES
-              ) -> tuple[Spec | None, list[Problem]]:
+def load_spec(path: Path, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT_MAX_CASE_BYTES):
+    """(Spec or None, problems) for one spec file: parsed, validated, checked (harness.core.spec_checks)."""
+    from pydantic import ValidationError
+
+    from harness.core import spec_checks as checks
+    from harness.spec import unfinished
+    from harness.spec.errors import from_validation_error
+    from harness.spec.model import Spec
+
     where = shown(path)
     data, problems = read_yaml(path)
     if problems:
@@ -213,50 +266,266 @@ def load_spec(path: Path, packages=(PROJECT_PACKAGE,), max_case_bytes: int = che
     return (None if problems else spec), problems
 
 
-def load_catalog(root: Path | None = None, max_case_bytes: int = checks.DEFAULT_MAX_CASE_BYTES) -> Catalog:
-    """Every spec under root; raises SpecError listing every problem in every file.
+_GROUP_FIELD = re.compile(r"^cases\.(groups|invalid)\[(\d+)\](.*)$")
 
-    max_case_bytes: the budget for one case's tensors (checked for every case, every tier)."""
-    root = Path(root or default_root())
-    if not root.is_dir():
-        raise SpecError([Problem(str(root), "", "no such spec directory; pass --specs DIR or set OPCONFORM_SPECS")])
-    problems: list[Problem] = []
-    defaults = _load_defaults(root, problems)
-    packages = _load_hook_packages(root, problems)
-    files = sorted(p for p in root.glob("*/*.yaml") if not p.parent.name.startswith("_"))
-    specs, paths = [], {}
-    digest = hashlib.sha256()
-    for path in files:
-        try:
-            digest.update(path.read_bytes())
-        except OSError:
-            pass  # load_spec says why it cannot be read
-        spec, found = load_spec(path, packages, max_case_bytes)
-        problems += found
-        if spec is None:
-            continue
-        if spec.id in paths:
-            problems.append(Problem(shown(path), "op", f"{spec.id} is already defined in {paths[spec.id]}"))
-        paths[spec.id] = path
-        specs.append(spec)
-    for spec in specs if defaults else []:  # no defaults at all: their file's own problem says why
-        missing = [d for d in spec.type_constraints[spec.main_type].types
-                   if d in ("float32", "float64", "float16", "bfloat16") and d not in defaults]
-        if missing:
-            problems.append(Problem(shown(paths[spec.id]), "type_constraints",
-                                    f"no default tolerance for {', '.join(missing)} in {root}/_defaults/tolerances.yaml"))
+
+def apply_overlay(spec, path: Path, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT_MAX_CASE_BYTES):
+    """(the spec with the overlay's groups added, or None; problems) for one overlay file. The merged
+    spec is checked as a whole; a problem in an added group names the overlay file and its group."""
+    from pydantic import ValidationError
+
+    from harness.core import spec_checks as checks
+    from harness.spec.errors import from_validation_error
+    from harness.spec.model import Overlay
+
+    where = shown(path)
+    data, problems = read_yaml(path)
     if problems:
-        raise SpecError(problems)
-    return Catalog(root, sorted(specs, key=lambda s: s.op), paths, defaults, digest.hexdigest())
+        return None, [Problem(where, p.field, p.message) for p in problems]
+    if not isinstance(data, dict):
+        return None, [Problem(where, "", "an overlay is a YAML mapping (extends:, groups:, invalid:); this file is not one")]
+    try:
+        overlay = Overlay.model_validate(data)
+    except ValidationError as e:
+        return None, from_validation_error(where, Overlay, e)
+    expected = path.name[:-len(OVERLAY_SUFFIX)]
+    if overlay.extends != expected:
+        return None, [Problem(where, "extends", f"the file is named {path.name} but extends {overlay.extends}; "
+                                                f"write `extends: {expected}` or rename the file")]
+    if not overlay.groups and not overlay.invalid:
+        return None, [Problem(where, "groups", "no groups: an overlay adds `groups:` or `invalid:` groups to "
+                                               f"{expected}'s spec")]
+    own = {"groups": len(spec.cases.groups), "invalid": len(spec.cases.invalid)}
+    cases = spec.cases.model_copy(update={"groups": [*spec.cases.groups, *overlay.groups],
+                                          "invalid": [*spec.cases.invalid, *overlay.invalid]})
+    merged = spec.model_copy(update={"cases": cases})
+    problems = []
+    for name, message in checks.check(merged, packages, max_case_bytes):
+        if (m := _GROUP_FIELD.match(name)) and int(m[2]) >= own[m[1]]:
+            name = f"{m[1]}[{int(m[2]) - own[m[1]]}]{m[3]}"
+        problems.append(Problem(where, name, message))
+    return (None if problems else merged), problems
 
 
-class _Hooks(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    packages: list[str] = Field(description="top-level Python packages, besides reference, whose functions specs may name")
+# ---- the spec set ---------------------------------------------------------------------------------
+
+@dataclass
+class _Layer:
+    """One spec directory's defaults: the built-in ones overridden by its own _defaults/ files."""
+    root: Path
+    kind: str
+    tolerances: dict = field(default_factory=dict)  # dtype -> Tolerance, effective
+    own_tolerances: bool = False  # its own tolerances.yaml changes the built-in defaults
+    packages: tuple[str, ...] = (PROJECT_PACKAGE,)
+    problems: list[Problem] = field(default_factory=list)
+    key: str = ""  # what an entry of the cache depends on here: the defaults files' bytes and names
+
+
+def _defaults_files(root: Path) -> list[Path]:
+    return [root / "_defaults" / "tolerances.yaml", root / "_defaults" / "hooks.yaml"]
+
+
+def _file_key(path: Path) -> str:
+    try:
+        return f"{path.name}:{path.read_bytes().hex()}" if path.exists() or path.is_symlink() else f"{path.name}:-"
+    except OSError:
+        return f"{path.name}:?"
+
+
+class _Loader:
+    """Loads the specs of given ops from an index: cache first, else parse, check and store."""
+
+    def __init__(self, index: SpecIndex, max_case_bytes: int):
+        self.index = index
+        self.max_case_bytes = max_case_bytes
+        self.layers: dict[int, _Layer] = {}
+        self.extra: list = []  # specs loaded for by_op only (an own_saved_state producer), not selected
+        self.parsed = 0  # specs parsed and checked (cache misses): what the start-up tests count
+        self.cached = 0
+
+    # -- defaults per directory
+    def layer(self, number: int) -> _Layer:
+        if number not in self.layers:
+            self.layers[number] = self._read_layer(number)
+        return self.layers[number]
+
+    def _builtin_defaults(self) -> _Layer:
+        if -1 not in self.layers:
+            root = builtin_root()
+            layer = _Layer(root, "builtin")
+            layer.tolerances = _load_defaults(root / "_defaults" / "tolerances.yaml", layer.problems, required=True)
+            layer.packages = _load_hook_packages(root, layer.problems)
+            layer.key = "|".join(_file_key(p) for p in _defaults_files(root))
+            self.layers[-1] = layer
+        return self.layers[-1]
+
+    def _read_layer(self, number: int) -> _Layer:
+        root, kind = self.index.layers[number]
+        builtin = self._builtin_defaults()
+        if kind == "builtin":
+            return builtin
+        layer = _Layer(root, kind, dict(builtin.tolerances), packages=builtin.packages,
+                       problems=list(builtin.problems))
+        path = root / "_defaults" / "tolerances.yaml"
+        if path.exists() or path.is_symlink():
+            own = _load_defaults(path, layer.problems)
+            layer.tolerances.update(own)
+            layer.own_tolerances = bool(own)
+        if (root / "_defaults" / "hooks.yaml").exists() or (root / "_defaults" / "hooks.yaml").is_symlink():
+            layer.packages = tuple(dict.fromkeys([*builtin.packages, *_load_hook_packages(root, layer.problems)]))
+        layer.key = builtin.key + "|" + "|".join(_file_key(p) for p in _defaults_files(root))
+        return layer
+
+    # -- specs
+    def load_ops(self, ops, catalog: Catalog, extra: bool = False) -> list:
+        """The specs of these ops, recorded in catalog (files, roots, overlays, tolerances);
+        SpecError with every problem when one does not load."""
+        problems: list[Problem] = []
+        out = []
+        for op in ops:
+            for entry in self.index.specs.get(op, []):
+                spec, found = self.load_entry(entry)
+                problems += found
+                if spec is None:
+                    continue
+                layer = self.layer(entry.layer)
+                missing = [d for d in spec.type_constraints[spec.main_type].types
+                           if d in FLOATS and d not in layer.tolerances]
+                if missing and layer.tolerances:  # no defaults at all: their file's own problem says why
+                    own = layer.root / "_defaults" / "tolerances.yaml"
+                    where = own if own.exists() else builtin_root() / "_defaults" / "tolerances.yaml"
+                    problems.append(Problem(shown(entry.path), "type_constraints",
+                                            f"no default tolerance for {', '.join(missing)} in {where}"))
+                if spec.id in catalog.files and catalog.files[spec.id] != entry.path:
+                    problems.append(Problem(shown(entry.path), "op",
+                                            f"{spec.id} is already defined in {shown(catalog.files[spec.id])}"))
+                    continue
+                catalog.files[spec.id] = entry.path
+                catalog.roots[spec.id] = self.index.layers[entry.layer][0]
+                if overlays := self.index.overlays.get(op):
+                    catalog.overlays[spec.id] = [o.path for o in overlays if o.domain == entry.domain]
+                if layer.own_tolerances:
+                    catalog.layer_tolerances[spec.id] = layer.tolerances
+                out.append(spec)
+        if problems:
+            raise SpecError(problems)
+        if extra:
+            self.extra += out
+        return out
+
+    def load_entry(self, entry: SpecFile):
+        """(Spec or None, problems) for one spec file with the overlays of its op: from the cache when
+        nothing it depends on changed."""
+        layer = self.layer(entry.layer)
+        overlays = [o for o in self.index.overlays.get(entry.op, []) if o.domain == entry.domain]
+        paths = [entry.path, *(o.path for o in overlays)]
+        parts = [layer.key, ",".join(layer.packages), self.max_case_bytes]
+        for path in paths:
+            parts += [f"{path.parent.name}/{path.name}", _file_key(path)]
+        # a file that is not a readable regular file (a directory, a dangling link) is explained afresh each time
+        regular = all(p.is_file() and os.access(p, os.R_OK) for p in paths)
+        key = spec_cache.key(*parts) if regular else None
+        stored = spec_cache.get(key) if key else None
+        try:
+            spec, found = stored
+            found = [(int(i), str(f), str(m)) for i, f, m in found]
+        except (TypeError, ValueError):  # a miss, or an entry that is not what this code writes
+            stored = None
+        if stored is not None:
+            self.cached += 1
+        else:
+            self.parsed += 1
+            spec, found = self._parse(entry, overlays, layer)
+            # the problems' files as indexes into paths: a cached entry is shown relative to today's directory
+            found = [(paths.index(p.file) if p.file in paths else -1, p.field, p.message) for p in found]
+            if key:
+                spec_cache.put(key, (spec, found), _hook_modules(paths))
+        return spec, [*layer.problems, *(Problem(shown(paths[i]) if i >= 0 else "", f, m) for i, f, m in found)]
+
+    def _parse(self, entry: SpecFile, overlays: list[SpecFile], layer: _Layer):
+        """(Spec or None, problems whose file is a Path) for one spec file and its overlays."""
+        spec, problems = load_spec(entry.path, layer.packages, self.max_case_bytes)
+        problems = [_with_path(p, entry.path) for p in problems]
+        if spec is None or not overlays:
+            return spec, problems
+        for overlay in overlays:
+            packages = tuple(dict.fromkeys([*layer.packages, *self.layer(overlay.layer).packages]))
+            merged, found = apply_overlay(spec, overlay.path, packages, self.max_case_bytes)
+            problems += [_with_path(p, overlay.path) for p in found]
+            spec = merged if merged is not None else spec
+        return (None if problems else spec), problems
+
+
+def _with_path(problem: Problem, path: Path) -> Problem:
+    return Problem(path, problem.field, problem.message)
+
+
+_DOTTED = re.compile(r"^([A-Za-z_][\w.]*):[A-Za-z_]\w*$")  # harness.spec.model.Dotted
+
+
+def _hook_modules(paths) -> list[str]:
+    """The modules of every function these files name (module.path:function values, wherever they are,
+    valid or not: a spec refused because of its reference's source must be looked at again when that
+    source changes). Their source is part of the cache entry."""
+    found: set[str] = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and (m := _DOTTED.match(value.strip())):
+            found.add(m[1])
+
+    for path in paths:
+        walk(read_yaml(path)[0])
+    return sorted(found)
+
+
+def load_catalog(root: Path | None = None, max_case_bytes: int | None = None, *, sources: SpecSources | None = None,
+                 ops: list[str] | None = None, log=None, index: SpecIndex | None = None) -> Catalog:
+    """The spec set: `sources` (default: the built-in specs and $OPCONFORM_SPECS), or `root` alone (a
+    complete spec tree used in place of the built-in specs). Raises SpecError listing every problem.
+
+    ops: op names or globs; only their specs are loaded and checked (UnknownOp, from file names, before
+    anything is parsed, when a pattern matches none). None: every spec, every problem reported.
+    max_case_bytes: the budget for one case's tensors (checked for every case, every tier).
+    log: called with a line saying how many specs loaded, how fast, how many from the cache.
+    index: SpecIndex.scan(sources), when the caller has it already."""
+    started = time.perf_counter()
+    if sources is None:
+        sources = index.sources if index is not None else \
+            SpecSources(base=Path(root)) if root is not None else SpecSources.resolve()
+    if index is None or index.sources != sources:
+        index = SpecIndex.scan(sources)
+    if index.problems:
+        raise SpecError([Problem(f, name, m) for f, name, m in index.problems])
+    names = index.select(ops) if ops else index.names
+    loader = _Loader(index, max_case_bytes or DEFAULT_MAX_CASE_BYTES)
+    catalog = Catalog(sources.root, [], digest=index.digest, sources=sources, complete=len(names) == len(index.names),
+                      loader=loader)
+    catalog.specs = sorted(loader.load_ops(names, catalog), key=lambda s: s.op)
+    bottom = loader.layer(0)
+    catalog.default_tolerances = bottom.tolerances
+    if log:
+        log(f"loaded {len(catalog.specs)} spec{'' if len(catalog.specs) == 1 else 's'} in "
+            f"{time.perf_counter() - started:.2f} s ({loader.cached} from the cache)")
+    return catalog
 
 
 def _load_hook_packages(root: Path, problems: list[Problem]) -> tuple[str, ...]:
-    """`reference`, plus the packages specs/_defaults/hooks.yaml declares (optional file)."""
+    """`reference`, plus the packages <root>/_defaults/hooks.yaml declares (optional file)."""
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+    from harness.spec.dotted import package_problem
+    from harness.spec.errors import from_validation_error
+
+    class _Hooks(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        packages: list[str] = Field(description="top-level Python packages, besides reference, whose functions specs may name")
+
     path = root / "_defaults" / "hooks.yaml"
     if not path.exists() and not path.is_symlink():
         return (PROJECT_PACKAGE,)
@@ -275,9 +544,25 @@ def _load_hook_packages(root: Path, problems: list[Problem]) -> tuple[str, ...]:
     return (PROJECT_PACKAGE, *[n for n in parsed.packages if not package_problem(n)])
 
 
-def _load_defaults(root: Path, problems: list[Problem]) -> dict[str, Tolerance]:
-    path = root / "_defaults" / "tolerances.yaml"
+def _load_defaults(path: Path, problems: list[Problem], required: bool = False) -> dict:
+    """dtype -> Tolerance from a _defaults/tolerances.yaml; {} with a problem when it does not load."""
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+    from harness.core.compare import Tolerance
+    from harness.spec.errors import from_validation_error
+
+    class _DefaultTolerance(BaseModel):
+        model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+        atol: float = Field(ge=0)
+        rtol: float = Field(ge=0)
+
+    class _Defaults(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        tolerances: dict[str, _DefaultTolerance]
+
     data, found = read_yaml(path)
+    if found and not required and not path.exists():
+        return {}
     problems += found
     if found:
         return {}

@@ -37,16 +37,19 @@ from harness.backends.limits import DEFAULT_TIMEOUT
 from harness.pytest_plugin.suite import DTYPES, TIERS, Suite, SpecsInvalid, marker, specs_dir_from  # noqa: F401 (marker: API)
 
 _SUITE_DIR = pytest.StashKey[Path]()
-_SPECS_DIR = pytest.StashKey[Path]()
+_SPECS_DIR = pytest.StashKey[object]()  # harness.core.spec_loader.SpecSources
 # the exit statuses after which pytest prints its terminal summary (and with it the gate's block)
 _SUMMARY_EXIT_CODES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED,
                        pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED)
 
 
-def use_generated_suite(config, suite_dir: Path, specs_dir: Path) -> None:
-    """Called by the generated conftest: where the suite and its specs are; registers the op markers."""
+def use_generated_suite(config, suite_dir: Path, specs_dir: Path, dirs=(), builtin: bool | None = None) -> None:
+    """Called by the generated conftest: where the suite and its specs are (suite.generated_sources);
+    registers the op markers."""
+    from harness.pytest_plugin.suite import generated_sources
+
     config.stash[_SUITE_DIR] = Path(suite_dir).resolve()
-    config.stash[_SPECS_DIR] = Path(specs_dir).resolve()
+    config.stash[_SPECS_DIR] = generated_sources(Path(specs_dir).resolve(), [Path(d).resolve() for d in dirs], builtin)
     manifest = Path(suite_dir) / "MANIFEST.json"
     if manifest.is_file():
         for name, entry in json.loads(manifest.read_text())["files"].items():
@@ -60,8 +63,11 @@ def pytest_addoption(parser):
     group = parser.getgroup("opconform", "opconform generated conformance tests")
     group.addoption("--opconform-results", metavar="DIR", type=Path,
                     help="write results.jsonl and summary.json (the format of `opconform run`) to DIR")
-    group.addoption("--opconform-specs", metavar="DIR", type=Path,
-                    help="spec directory (default: $OPCONFORM_SPECS, else the one the suite was generated from)")
+    group.addoption("--opconform-specs", metavar="DIR", type=Path, action="append",
+                    help="a spec directory of your own on top of the built-in specs and those the suite was "
+                         "generated from (repeatable; also $OPCONFORM_SPECS), as `opconform run --specs`")
+    group.addoption("--opconform-no-builtin-specs", action="store_true",
+                    help="leave the built-in specs out, as `opconform run --no-builtin-specs`")
     group.addoption("--opconform-seed", type=int, default=0, help="global seed mixed into every case seed (default 0)")
     group.addoption("--opconform-threads", type=int, default=1, help="threads each backend may use (default 1)")
     group.addoption("--opconform-timeout", type=float, default=DEFAULT_TIMEOUT,
@@ -165,14 +171,16 @@ class Hooks:
                    "named_backends": [*config.getoption("opconform_backend"), *registry.commands()],
                    "waivers": config.getoption("opconform_waivers")}
         self.suite = Suite(options, workerinput.get("workerid", "main"), workerinput.get("opconform_parts"),
-                           specs_dir_from(config.getoption("opconform_specs"), None))
+                           specs_dir_from(config.getoption("opconform_specs"), None,
+                                          config.getoption("opconform_no_builtin_specs")))
         self.summary = None
         self.outcome = PytestOutcome()
 
     def _suite(self) -> Suite:
-        if self.suite.specs_dir is None:
+        if self.suite.specs_dir is None or (_SPECS_DIR in self.config.stash and self.suite._catalog is None):
             self.suite.specs_dir = specs_dir_from(self.config.getoption("opconform_specs"),
-                                                  self.config.stash.get(_SPECS_DIR, None))
+                                                  self.config.stash.get(_SPECS_DIR, None),
+                                                  self.config.getoption("opconform_no_builtin_specs"))
         return self.suite
 
     # -- what the generated tests call

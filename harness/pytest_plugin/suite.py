@@ -56,11 +56,11 @@ class SpecsInvalid(Exception):
 class Suite:
     """Per-process state: catalog, backends, prepared cases, this process's results file."""
 
-    def __init__(self, options: dict, worker: str, parts: str | None, specs_dir: Path | None):
+    def __init__(self, options: dict, worker: str, parts: str | None, specs_dir):
         self.options = options  # seed, threads, timeout, today, allow_missing_backends, named_backends, waivers
         self.worker = worker
         self.parts = Path(parts) if parts else Path(tempfile.mkdtemp(prefix="opconform-parts-"))
-        self.specs_dir = specs_dir
+        self.specs_dir = specs_dir  # SpecSources (specs_dir_from), or a complete spec tree (a Path)
         self._catalog = None
         self._specs = {}
         self._cases = {}
@@ -76,8 +76,12 @@ class Suite:
             from harness.spec.errors import SpecError
             from harness.run.catalog import load as load_catalog
 
+            from harness.core.spec_loader import SpecSources
+
+            sources = self.specs_dir if isinstance(self.specs_dir, SpecSources) else None
+            root = None if sources is not None else self.specs_dir
             try:
-                self._catalog = load_catalog(self.specs_dir, waiver_files=self.options.get("waivers") or ())
+                self._catalog = load_catalog(root, sources=sources, waiver_files=self.options.get("waivers") or ())
             except SpecError as e:
                 raise SpecsInvalid(f"the specs do not validate (`opconform validate` lists the problems):\n{e}") from None
             self._specs = {s.id: s for s in self._catalog.specs}
@@ -213,9 +217,32 @@ class Suite:
         return summary, records
 
 
-def specs_dir_from(option: Path | None, stashed: Path | None) -> Path | None:
-    if option:
-        return option
-    if os.environ.get("OPCONFORM_SPECS"):
-        return Path(os.environ["OPCONFORM_SPECS"])
-    return stashed
+def generated_sources(specs_dir: Path, dirs=(), builtin: bool | None = None):
+    """The spec directories a generated suite was written from (its conftest.py calls
+    harness.pytest_plugin.plugin.use_generated_suite): the built-in specs plus `dirs`, or, with
+    builtin False, specs_dir then `dirs` alone. builtin None (a conftest written before team
+    directories): specs_dir is the built-in specs, or a complete spec tree used alone."""
+    from harness.core.spec_loader import SpecSources
+    from harness.spec.sources import builtin_root, same_dir
+
+    if builtin is None:
+        return SpecSources() if same_dir(specs_dir, builtin_root()) else SpecSources((Path(specs_dir),), builtin=False)
+    if builtin:
+        return SpecSources(tuple(Path(d) for d in dirs))
+    return SpecSources((Path(specs_dir), *(Path(d) for d in dirs)), builtin=False)
+
+
+def specs_dir_from(option, stashed, no_builtin: bool = False):
+    """The suite's SpecSources, resolved as the CLI resolves them: $OPCONFORM_SPECS, the generated suite's
+    own directories (stashed; None: the built-in specs), then --opconform-specs DIR (repeatable);
+    --opconform-no-builtin-specs leaves the built-in specs out. None while nothing says where (the
+    generated conftest has not run yet)."""
+    from harness.core.spec_loader import SpecSources
+
+    options = [option] if isinstance(option, (str, Path)) else list(option or [])
+    if stashed is None and not options and not os.environ.get("OPCONFORM_SPECS") and not no_builtin:
+        return None
+    if isinstance(stashed, (str, Path)):
+        stashed = generated_sources(Path(stashed))
+    base = stashed or SpecSources()
+    return SpecSources.resolve([*base.dirs, *options], no_builtin=no_builtin or not base.builtin)

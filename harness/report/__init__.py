@@ -18,22 +18,65 @@ from harness.report.render import render
 __all__ = ["ReportError", "build_report", "publish", "write_report"]
 
 
-def _specs(run: RunData, specs_root: Path | None, catalog=None) -> tuple[dict, dict, str, Path | None]:
-    """(spec id -> Spec, spec id -> file shown, note, default spec root) for the op documentation."""
+def _recorded_sources(summary: dict):
+    """The spec directories a run recorded (spec_sources; before those, `specs`: one complete tree)."""
+    from harness.core.spec_loader import SpecSources
+    from harness.spec.sources import builtin_root, same_dir
+
+    recorded = summary.get("spec_sources")
+    if isinstance(recorded, dict) and isinstance(recorded.get("dirs"), list):
+        dirs = tuple(Path(d) for d in recorded["dirs"] if isinstance(d, str) and Path(d).is_dir())
+        return SpecSources(dirs, builtin=bool(recorded.get("builtin", True)) or not dirs)
+    specs = summary.get("specs")
+    if isinstance(specs, str) and Path(specs).is_dir() and not same_dir(specs, builtin_root()):
+        return SpecSources(base=Path(specs))
+    return SpecSources()
+
+
+def _load_run_specs(sources, ops):
+    """The catalog of the run's ops (each spec that loads; None when none does) and the first problem."""
+    from harness.core.spec_loader import UnknownOp, load_catalog
     from harness.spec.errors import SpecError
-    from harness.core.spec_loader import default_root, load_catalog, shown
+
+    try:
+        return load_catalog(sources=sources, ops=ops or None), None
+    except (SpecError, UnknownOp) as e:
+        first = e.problems[0] if isinstance(e, SpecError) and e.problems else e
+    catalog = None
+    for op in ops or []:  # one spec that does not load costs its own op's contract only
+        try:
+            one = load_catalog(sources=sources, ops=[op])
+        except (SpecError, UnknownOp):
+            continue
+        if catalog is None:
+            catalog = one
+        else:
+            catalog.specs += one.specs
+            catalog.files.update(one.files)
+    return catalog, first
+
+
+def _specs(run: RunData, specs_root, catalog=None) -> tuple[dict, dict, str, Path | None]:
+    """(spec id -> Spec, spec id -> file shown, note, default spec root) for the op documentation.
+    specs_root: the spec directories to read (SpecSources, or one complete tree); default: the run's."""
+    from harness.core.spec_loader import SpecSources, default_root, shown
 
     default = default_root()
     if catalog is not None and not run.summary.get("specs"):
         run.summary["specs"] = str(Path(catalog.root).resolve())  # merged shards: rerun commands need it
+        if getattr(catalog, "sources", None) is not None:
+            run.summary["spec_sources"] = catalog.sources.describe()
     if catalog is None:
-        recorded = run.summary.get("specs")
-        root = Path(specs_root or (recorded if isinstance(recorded, str) and Path(recorded).is_dir() else default))
-        try:
-            catalog = load_catalog(root)
-        except SpecError as e:
-            first = e.problems[0] if e.problems else "unknown problem"
-            return {}, {}, f"the specs in {root} do not load ({first}), so the op's contract is not shown", default
+        sources = specs_root if isinstance(specs_root, SpecSources) else \
+            SpecSources(base=Path(specs_root)) if specs_root else _recorded_sources(run.summary)
+        ops = sorted({r.op for r in run.records if isinstance(r.op, str) and r.op}
+                     | {o for o in run.summary.get("ops") or [] if isinstance(o, str)})
+        catalog, problem = _load_run_specs(sources, ops)
+        where = ", ".join(d for d in sources.describe()["dirs"]) or str(default)
+        if catalog is None:
+            return {}, {}, f"the specs in {where} do not load ({problem}), so the op's contract is not shown", default
+        if problem:
+            run.problems.append(f"some specs in {where} do not load ({problem}): their ops' contracts are not shown")
     note = ""
     spec_set = run.summary.get("spec_set")
     if isinstance(spec_set, str) and spec_set and spec_set != catalog.digest:

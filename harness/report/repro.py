@@ -2,7 +2,7 @@
 
 The --cases glob is the case's dtype-qualified id with fnmatch's special characters escaped, so it
 matches that case and no other. The flags that change a case's data or its outcome (tier for
-nightly groups, seed, threads, timeout, a spec directory other than the default, the command
+nightly groups, seed, threads, timeout, the spec directories beside or instead of the built-in ones, the command
 backends and waiver files given on the command line) follow the run.
 The browser builds the same command for rows of the case table (report.js: reproCommand); keep both
 in step.
@@ -24,9 +24,13 @@ def glob_escape(text: str) -> str:
 def run_flags(summary: dict, default_specs: Path | None) -> list[str]:
     """The flags every repro command of this run shares (after --ops/--backends/--cases)."""
     flags = []
+    sources = summary.get("spec_sources")
     specs = summary.get("specs")
-    if isinstance(specs, str) and specs and (default_specs is None or Path(specs).resolve() != default_specs.resolve()):
-        flags += ["--specs", specs]
+    if isinstance(sources, dict) and isinstance(sources.get("dirs"), list):  # the built-in specs and team directories
+        flags += [flag for d in sources["dirs"] if isinstance(d, str) for flag in ("--specs", d)]
+        flags += [] if sources.get("builtin", True) else ["--no-builtin-specs"]
+    elif isinstance(specs, str) and specs and (default_specs is None or Path(specs).resolve() != default_specs.resolve()):
+        flags += ["--specs", specs, "--no-builtin-specs"]  # a run before team directories: one complete spec tree
     seed = summary.get("seed")
     if isinstance(seed, int) and seed != DEFAULT_SEED:
         flags += ["--seed", str(seed)]

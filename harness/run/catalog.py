@@ -8,15 +8,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from harness import backends as registry
-from harness.core.spec_checks import unknown_name
 from harness.core.spec_loader import Catalog, load_catalog, shown
-from harness.run import waivers as waiver_rules
 from harness.spec.errors import Problem, SpecError
+from harness.spec.names import unknown_name
 
 
 def is_backend(name: str) -> bool:
     """A name a known divergence or a waiver may be written for: one the registry can create here."""
+    from harness import backends as registry
+
     try:
         registry.check(name)
         return True
@@ -25,8 +25,13 @@ def is_backend(name: str) -> bool:
 
 
 def load(root: Path | None = None, waiver_files=(), **options) -> Catalog:
-    """load_catalog(root, **options) with specs/_waivers/*.yaml and `waiver_files` (a team's own,
-    e.g. `--waivers FILE`) loaded; SpecError lists any problem."""
+    """load_catalog(root, **options) (sources=, ops=, max_case_bytes=, log=) with the waivers of every
+    spec directory (<dir>/_waivers/*.yaml) and `waiver_files` (a team's own, e.g. `--waivers FILE`)
+    loaded; SpecError lists any problem. With ops selected, a waiver of an op that is not loaded is
+    checked as far as the file names allow (its op exists) and covers nothing in the run."""
+    from harness import backends as registry
+    from harness.run import waivers as waiver_rules
+
     catalog = load_catalog(root, **options)
     problems: list = []
     known = registry.known()
@@ -35,8 +40,9 @@ def load(root: Path | None = None, waiver_files=(), **options) -> Catalog:
             if not is_backend(d.backend):
                 problems.append(Problem(shown(catalog.files[spec.id]), f"known_divergences[{index}].backend",
                                         unknown_name("backend", d.backend, known)))
-    waivers = waiver_rules.load(catalog.root, catalog.specs, known, problems, extra_files=waiver_files,
-                                is_known=is_backend)
+    roots = [root for root, _ in catalog.loader.index.layers] if catalog.loader else [catalog.root]
+    waivers = waiver_rules.load(roots, catalog.specs, known, problems, extra_files=waiver_files,
+                                is_known=is_backend, all_ops=catalog.all_ops)
     if problems:
         raise SpecError(problems)
     return dataclasses.replace(catalog, waivers=waivers)

@@ -137,6 +137,7 @@ def _run(catalog: Catalog, options: RunOptions, cases: list[Case], run_dir: Path
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "complete": False,
         # what a report needs to document the ops and to write commands that rerun one case
         "specs": str(Path(catalog.root).resolve()), "timeout": options.timeout,
+        "spec_sources": catalog.sources.describe() if getattr(catalog, "sources", None) else None,
         "waiver_files": [str(Path(f).resolve()) for f in options.waiver_files],
         "command_backends": {b.name: registry.commands()[b.name] for b in backends if b.name in registry.commands()},
         "env_vars": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
@@ -199,11 +200,13 @@ def _run(catalog: Catalog, options: RunOptions, cases: list[Case], run_dir: Path
     return RunOutcome(run_dir, tally, summary, [r for r in records if r["status"] in UNEXPECTED])
 
 
-def print_summary(outcome: RunOutcome, out=None) -> None:
+def print_summary(outcome: RunOutcome, out=None, started: float | None = None) -> None:
+    """started: when the command started (time.time()), so that the time printed counts its start-up."""
     out = out or sys.stdout
     print(format_table(outcome.tally.table()), file=out)
     totals = outcome.tally.totals()
-    print(f"\n{sum(totals.values())} results in {outcome.summary.get('seconds', 0):g} s: "
+    seconds = round(time.time() - started, 1) if started else outcome.summary.get("seconds", 0)
+    print(f"\n{sum(totals.values())} results in {seconds:g} s: "
           + ", ".join(f"{totals[s]} {s}" for s in STATUSES if totals[s]), file=out)
     for r in outcome.unexpected[:20]:
         check = "" if r.get("check", "reference") == "reference" else f" ({r['check']})"

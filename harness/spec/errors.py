@@ -6,8 +6,10 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ValidationError
+if TYPE_CHECKING:  # pydantic is imported where a validation error is explained: SpecError itself stays light
+    from pydantic import BaseModel, ValidationError
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ def field_path(loc: tuple) -> str:
 
 def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     """The pydantic model class found at `loc` below `root` (None when loc leaves the models)."""
+    from pydantic import BaseModel
+
     node: typing.Any = root
     for part in loc:
         node = _unwrap(node)
@@ -85,6 +89,8 @@ def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
 
 def _unwrap(annotation):
     """Strip Optional/Annotated so that `Forward | None` resolves to Forward."""
+    from pydantic import BaseModel
+
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         return _unwrap(typing.get_args(annotation)[0])

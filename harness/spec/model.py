@@ -24,7 +24,8 @@ NonNegative = Annotated[int, Field(ge=0)]
 class Section(BaseModel):
     # Non-finite numbers only where a field says so (special values): `atol: .inf` or `mean: .nan`
     # would pass every check and break the run.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True,
+                              defer_build=True)
 
 
 class TypeConstraint(Section):
@@ -382,3 +383,11 @@ class Spec(Section):
 def declared_shape_key(output: str) -> str:
     """The name under which an output's model-declared shape travels with the attributes (never written on the node)."""
     return f"{output}_shape"
+
+
+class Overlay(Section):
+    """A team's case groups for an op whose spec is in another directory (`<domain>/<Op>.overlay.yaml` in a
+    directory given with --specs): its groups run after the spec's own, judged by the spec's contract."""
+    extends: Identifier = Field(description="the op whose spec these groups extend; the file is named <Op>.overlay.yaml")
+    groups: list[Group] = Field([], description="valid groups added to the spec's cases.groups")
+    invalid: list[InvalidGroup] = Field([], description="invalid groups added to the spec's cases.invalid")
