@@ -152,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, metavar="FILE",
                    help="the JSON written (default reports/bench-<date>-<time>/bench.json); "
                         "`opconform report RUN_DIR --bench FILE` shows it")
+    p.add_argument("--startup", action="store_true",
+                   help="time instead the start-up of `opconform run --ops ReluGrad --backends reference --tier smoke` "
+                        "(CPU and wall) against the built-in specs, a one-spec directory and 200 specs, cold and warm "
+                        "cache (harness/bench/startup.py); --quick: one run per row, else three")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("probe", help="print what each backend really runs per op x dtype (kernel, function body, cast, ...)")
@@ -379,6 +383,10 @@ def cmd_report(args) -> int:
 def cmd_bench(args) -> int:
     import datetime
 
+    if args.startup:
+        from harness.bench import startup
+
+        return startup.run(repeats=1 if args.quick else 3, out=args.out)
     from harness.bench.runner import BACKENDS, BenchError, BenchOptions, header, main_log, run_bench, table
 
     if args.threads < 1:
