@@ -91,7 +91,12 @@ def _size(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="opconform", description=__doc__.split("\n")[0].strip('"` .') or None)
+    parser = argparse.ArgumentParser(
+        prog="opconform", description=__doc__.split("\n")[0].strip('"` .') or None,
+        epilog=f"Specs: the built-in specs ({_builtin_specs()}), then the directories in $OPCONFORM_SPECS and "
+               "each --specs DIR on top (new ops, <Op>.overlay.yaml case groups); --no-builtin-specs leaves the "
+               "built-in ones out. Checked specs are cached in $XDG_CACHE_HOME/opconform (OPCONFORM_NO_CACHE=1: off). "
+               "docs/team-specs.md")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check every spec against the schema and cross-field rules")
@@ -499,7 +504,7 @@ def cmd_gen_tests(args) -> int:
             print(f"generated tests in {out} are up to date ({len(catalog.specs)} specs)")
             return EXIT_OK
         changes = gen_tests.write(catalog, out)
-    except codegen.CodegenError as e:
+    except gen_tests.CodegenError as e:
         raise UsageError(str(e)) from None
     for name in changes.written:
         print(f"wrote {out / name}")

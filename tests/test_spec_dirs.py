@@ -238,3 +238,12 @@ def test_the_pytest_plugin_resolves_spec_directories_as_the_cli_does(team, monke
     assert generated_sources(team) == SpecSources((team,), builtin=False)
     monkeypatch.setenv("OPCONFORM_SPECS", str(team))
     assert specs_dir_from(None, None) == SpecSources((team,))
+
+
+def test_gen_tests_refuses_a_conftest_it_did_not_write_in_one_line(tmp_path, capsys):
+    out = tmp_path / "generated"
+    out.mkdir()
+    (out / "conftest.py").write_text("# the team's own conftest\n")
+    assert main(["gen-tests", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("opconform: error: ") and "was not written by gen-tests" in err and len(err.splitlines()) == 1

@@ -5,7 +5,6 @@ budget per case), so that a spec validate accepts is one run can run."""
 from __future__ import annotations
 
 import contextlib
-import difflib
 import fnmatch
 import inspect
 import math
@@ -17,17 +16,10 @@ from harness.core.contract import value_problem
 from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve_hook
 from harness.spec.errors import exception_text
 from harness.spec.model import BUILTIN_TRANSFORMS, InvalidGroup, Spec
+from harness.spec.names import unknown_name  # noqa: F401 - here too for its many callers
 
 MAX_CASES = 100_000  # per spec: a params product beyond this is a typo, and expanding it would hang
 DEFAULT_MAX_CASE_BYTES = 1 << 30  # a case's tensors (inputs and outputs) in its dtypes; --max-case-memory
-
-
-def unknown_name(kind: str, name: str, known) -> str:
-    known = [str(k) for k in known]
-    by_lower = {k.lower(): k for k in known}
-    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=1)
-    return (f"unknown {kind} '{name}'" + (f"; did you mean '{by_lower[close[0]]}'?" if close else "")
-            + f" (known: {', '.join(known) or 'none'})")
 
 
 def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT_MAX_CASE_BYTES
