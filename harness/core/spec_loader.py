@@ -404,7 +404,7 @@ class _Loader:
                 catalog.roots[spec.id] = self.index.layers[entry.layer][0]
                 if overlays := self.index.overlays.get(op):
                     catalog.overlays[spec.id] = [o.path for o in overlays if o.domain == entry.domain]
-                if layer.own_tolerances:
+                if layer.own_tolerances and entry.layer > 0:  # the bottom directory's are default_tolerances
                     catalog.layer_tolerances[spec.id] = layer.tolerances
                 out.append(spec)
         if problems:
