@@ -21,6 +21,10 @@ from harness.run import rundir
 
 FULL_CI_RESULTS, FULL_CI_OPS = 14_000, 27  # a full ci run today
 LIMIT = 10_000_000
+# A full ci run's results are bigger and compress less than these three ops' (RNN and conv records): measured
+# at 14,012 results, 8.5 MB (results.jsonl.gz 110 B a result, junit.xml 155, index.html 330, summary 12 KB an
+# op) where these ops extrapolate to 7.3 MB; the per-result part is scaled up by MIX to match.
+MIX = 1.2
 # bytes per result (index.html: its case tables' data; the rest of the page is counted per op)
 BUDGET = {"results.jsonl.gz": 90, "junit.xml": 200, "table": 260}
 PAGE_PER_OP = 80_000  # index.html outside the case tables, per op (documentation, charts, findings)
@@ -52,7 +56,7 @@ def test_a_ci_run_directory_fits_ten_megabytes_at_full_size(ci_run):
     over = {f: round(b) for f, b in per_result.items() if b > BUDGET[f]}
     assert not over, f"bytes per result over budget: {over} (budget {BUDGET})"
     assert page_per_op <= PAGE_PER_OP and summary_per_op <= SUMMARY_PER_OP, (page_per_op, summary_per_op)
-    full = FULL_CI_RESULTS * sum(per_result.values()) + FULL_CI_OPS * (page_per_op + summary_per_op)
+    full = FULL_CI_RESULTS * MIX * sum(per_result.values()) + FULL_CI_OPS * (page_per_op + summary_per_op)
     assert full < LIMIT, f"a full ci run would write {full / 1e6:.1f} MB"
     assert not (ci_run / "results.jsonl").exists()
 
