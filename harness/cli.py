@@ -336,7 +336,7 @@ def cmd_run(args) -> int:
     from harness.backends.worker import prestart
 
     prestart(registry.worker_classes(args.backends or registry.DEFAULT))  # imports overlap the loading
-    catalog = load(args, ops=args.ops, log=log, index=index)
+    catalog = load(args, ops=args.ops or None, log=log, index=index)
     from harness.run.runner import RunOptions, print_summary, run
 
     options = RunOptions(ops=args.ops, backends=args.backends, tier=args.tier, cases=args.cases, seed=args.seed,
@@ -402,7 +402,7 @@ def cmd_bench(args) -> int:
                            isa=args.isa, dtypes=args.dtype)
     main_log(header(options))
     try:
-        doc = run_bench(load(args, ops=args.ops), options, log=main_log)
+        doc = run_bench(load(args, ops=[]), options, log=main_log)  # the specs of the workloads it selects, on demand
     except BenchError as e:
         raise UsageError(str(e)) from None
     print(table(doc))

@@ -490,7 +490,8 @@ def load_catalog(root: Path | None = None, max_case_bytes: int | None = None, *,
     complete spec tree used in place of the built-in specs). Raises SpecError listing every problem.
 
     ops: op names or globs; only their specs are loaded and checked (UnknownOp, from file names, before
-    anything is parsed, when a pattern matches none). None: every spec, every problem reported.
+    anything is parsed, when a pattern matches none). None: every spec, every problem reported. []: none
+    yet; Catalog.by_op and Catalog.select load the ones asked for.
     max_case_bytes: the budget for one case's tensors (checked for every case, every tier).
     log: called with a line saying how many specs loaded, how fast, how many from the cache.
     index: SpecIndex.scan(sources), when the caller has it already."""
@@ -502,7 +503,7 @@ def load_catalog(root: Path | None = None, max_case_bytes: int | None = None, *,
         index = SpecIndex.scan(sources)
     if index.problems:
         raise SpecError([Problem(f, name, m) for f, name, m in index.problems])
-    names = index.select(ops) if ops else index.names
+    names = index.names if ops is None else index.select(ops) if ops else []  # []: none now, each on demand
     loader = _Loader(index, max_case_bytes or DEFAULT_MAX_CASE_BYTES)
     catalog = Catalog(sources.root, [], digest=index.digest, sources=sources, complete=len(names) == len(index.names),
                       loader=loader)
