@@ -194,3 +194,17 @@ def test_the_startup_table_and_the_goal_are_judged_on_cpu_time():
     text = startup.table(rows)
     assert text.splitlines()[0].split() == ["spec", "set", "specs", "cache", "CPU", "s", "wall", "s", "CPU", "runs"]
     assert "200 specs    200  cold    3.00" in text
+
+
+def test_a_spec_with_problems_is_never_cached(spec_copy, cache_home, monkeypatch):
+    """A problem may belong to this process (a hook out of CPU time on a loaded machine): it is looked at
+    afresh by the next load, never served from the cache to later runs and other workers."""
+    real = spec_loader.load_spec
+    monkeypatch.setattr(spec_loader, "load_spec", lambda path, *a, **k: (
+        None, [spec_loader.Problem(str(path), "cases.shapes", "hook ran out of its 2 s of CPU")]))
+    with pytest.raises(SpecError):
+        loaded(spec_copy)
+    assert entries(cache_home) == []
+    monkeypatch.setattr(spec_loader, "load_spec", real)
+    catalog, parsed, cached = loaded(spec_copy)  # the machine is quiet again: the spec loads
+    assert (parsed, cached) == (1, 0) and catalog.by_op("ReluGrad")

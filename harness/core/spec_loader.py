@@ -438,7 +438,9 @@ class _Loader:
             spec, found = self._parse(entry, overlays, layer)
             # the problems' files as indexes into paths: a cached entry is shown relative to today's directory
             found = [(paths.index(p.file) if p.file in paths else -1, p.field, p.message) for p in found]
-            if key:
+            # only a spec that passed: a problem may come from this process's circumstances (a hook out of
+            # CPU time on a loaded machine, a module that failed to import) and must be looked at afresh
+            if key and spec is not None and not found:
                 spec_cache.put(key, (spec, found), _hook_modules(paths))
         return spec, [*layer.problems, *(Problem(shown(paths[i]) if i >= 0 else "", f, m) for i, f, m in found)]
 
