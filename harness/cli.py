@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ops", type=_comma_list, help="comma-separated op names (default: every op in the table)")
     p.add_argument("--no-ort", action="store_true", help="skip the CPU check (table and specs only)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    p.add_argument("--markdown", action="store_true", help="print a Markdown table (the README's Coverage section)")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table (docs/coverage.md)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds before one op's check counts as a hang (default {DEFAULT_TIMEOUT:g})")
     p.set_defaults(func=cmd_inventory)
@@ -320,15 +320,38 @@ def _warn_waiver_reviews(catalog) -> int:
     return expired
 
 
-def cmd_run(args) -> int:
+def check_run_options(args):
+    """`run`'s usage errors that the options alone show (a misspelt op, an unknown backend, a spec directory
+    that is not there, a missing --waivers file, bad --threads, --timeout or --out), raised before the run
+    directory is claimed or touched: an old run's directory given as --out stays as it was. Start-up grows
+    with the selection, not with the spec set: the ops are found from file names, before anything heavy is
+    imported. Returns the spec index, which cmd_run loads the selected specs through."""
+    from harness.core.spec_loader import shown
+    from harness.spec.errors import Problem, SpecError
     from harness.spec.sources import SpecIndex
 
-    # Start-up grows with the selection, not with the spec set: the ops are found from file names (a
-    # misspelt one is answered here, before anything heavy is imported), then only their specs load.
+    if args.threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {args.threads}")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out}: not a directory (a run directory is written there)")
     index = SpecIndex.scan(spec_sources(args))
-    names = index.select(args.ops) if not index.problems else []
+    if index.problems:  # what the loader would raise, before the directory is claimed
+        raise SpecError([Problem(f, name, m) for f, name, m in index.problems])
+    index.select(args.ops)  # UnknownOp, with the nearest name
+    missing = [Problem(shown(Path(f)), "", "no such waiver file (--waivers)") for f in args.waivers or []
+               if not Path(f).exists()]
+    if missing:
+        raise SpecError(missing)
     for name in args.backends or []:
         registry.check(name)
+    return index
+
+
+def cmd_run(args) -> int:
+    index = getattr(args, "spec_index", None) or check_run_options(args)
+    names = index.select(args.ops)
     log = _log if args.progress is not False else None  # --no-progress: no progress lines at all
     if names and log:
         log(f"loading {len(names)} spec{'' if len(names) == 1 else 's'}"
@@ -639,12 +662,14 @@ def _run_error() -> type[Exception]:
 
 def _start_run(args) -> tuple[Path | None, bool]:
     """`run`: its directory, claimed and holding a provisional summary from the moment its options are parsed
-    (harness.run.rundir.start), so that a run stopped at any moment leaves a summary saying so; and whether
-    this call created it."""
+    and checked (harness.run.rundir.start), so that a run stopped at any moment leaves a summary saying so; and
+    whether this call created it. A usage error the options show comes first (check_run_options), so that an old
+    run's directory given as --out is not cleared for a run that never starts."""
     if args.command != "run":
         return None, False
     from harness.run import rundir
 
+    args.spec_index = check_run_options(args)  # usage errors first: nothing on disk is touched before they are
     created = args.out is None or not Path(args.out).exists()
     out = args.out or rundir.new_run_dir(Path("reports"), args.tier)
     args.out = rundir.start(out, {"tier": args.tier, "seed": args.seed, "threads": args.threads,
@@ -664,10 +689,10 @@ def main(argv: list[str] | None = None) -> int:
 
         args = build_parser().parse_args(argv)
         try:
+            for definition in getattr(args, "command_backend", []):  # a bad one is a usage error, before any write
+                registry.define_command(definition)
             run_dir, created = _start_run(args)
             signals.arm()  # a signal held so far interrupts now, with the run's directory there to say so
-            for definition in getattr(args, "command_backend", []):
-                registry.define_command(definition)
             return args.func(args)
         except SpecError as e:
             for problem in e.problems:

@@ -1,4 +1,4 @@
-"""`opconform report`: one self-contained HTML page per run (see docs in README, design §13).
+"""`opconform report`: one self-contained HTML page per run (docs/report.md).
 
 write_report(run_dir) reads results.jsonl and summary.json (and bench.json, mutate.json, a baseline
 run and the specs when given or found), builds the model (harness.report.model) and renders it
