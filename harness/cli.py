@@ -387,7 +387,6 @@ def _publish(run_dir: Path, catalog) -> None:
 
 def cmd_report(args) -> int:
     from harness.report import ReportError, write_report
-
     from harness.run.rundir import results_path
 
     if args.baseline and results_path(args.baseline) is None:
@@ -439,7 +438,6 @@ def cmd_probe(args) -> int:
     import json
 
     from harness.core import dtypes
-
     from harness.run import probe
 
     names = args.backends or registry.known()
@@ -683,9 +681,9 @@ def main(argv: list[str] | None = None) -> int:
     run_dir, created = None, False
     try:
         from harness.backends import UnknownBackend
+        from harness.core.spec_loader import UnknownOp
         from harness.run.rundir import RunDirError
         from harness.spec.errors import SpecError
-        from harness.core.spec_loader import UnknownOp
 
         args = build_parser().parse_args(argv)
         try:

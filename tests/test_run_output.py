@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from harness.cli import main
 from harness.report.baseline import diff
 from harness.report.data import read_run
@@ -149,6 +149,35 @@ def test_a_run_from_inside_the_installed_package_is_refused(tmp_path):
         f"opconform: error: the current directory {inside} is inside the installed package {inside.parent}: "
         "run from another directory or pass --out DIR"]
     assert not (inside / "reports").exists()
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--backends", "nosuch"], "opconform: error: unknown backend 'nosuch' (known: "),
+    (["--ops", "ReluGrd"], "opconform: error: unknown op 'ReluGrd'; did you mean 'ReluGrad'?"),
+    (["--tier", "bogus"], "opconform run: error: argument --tier: invalid choice: 'bogus'"),
+    (["--threads", "0"], "opconform: error: --threads must be >= 1, got 0"),
+    (["--timeout", "0"], "opconform: error: --timeout must be > 0 seconds, got 0"),
+    (["--command-backend", "bad"], "opconform: error: command backend 'bad': write NAME=TEMPLATE"),
+    (["--specs", "/no/such/specs"], "opconform: spec error: /no/such/specs: no such spec directory"),
+    (["--waivers", "/no/such/waivers.yaml"], "opconform: spec error: /no/such/waivers.yaml: no such waiver file"),
+], ids=["backend", "op", "tier", "threads", "timeout", "command-backend", "specs", "waivers"])
+def test_a_usage_error_leaves_an_old_run_directory_given_as_out_as_it_was(tmp_path, capsys, args, error):
+    """`run --out OLD` with a mistake the options show: exit 2 with one line, before OLD is claimed or touched
+    (it was cleared first, and its summary said the run did not start)."""
+    old = tmp_path / "old-run"
+    rundir.write_run(old, [{"op": "ReluGrad", "backend": "reference", "status": "pass"}],
+                     {"run_id": "old-run", "complete": True, "verdict": {"passed": True, "reasons": []}})
+    (old / "index.html").write_text("<html>the old run's report</html>")
+    (old / rundir.LOCK_FILE).unlink()  # a claim would create it again
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+    try:
+        code = main(["run", "--out", str(old), "--tier", "smoke", "--no-progress", "--no-report", *args])
+    except SystemExit as e:  # argparse's own usage errors
+        code = e.code
+    assert code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if not line.startswith(("usage:", " "))]
+    assert len(lines) == 1 and lines[0].startswith(error), lines
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before
 
 
 def test_build_and_report_folders_are_ignored_by_git():

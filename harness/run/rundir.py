@@ -7,7 +7,7 @@ the same file; summary.json holds the run's metadata, counts and verdict.
 
 Faults never corrupt a run directory:
 - One writer at a time: a writer holds an exclusive flock on LOCK_FILE in the directory for as long as
-  it writes (a run: from the moment its options are parsed to its exit). A second writer is refused
+  it writes (a run: from the moment its options are parsed and checked to its exit). A second writer is refused
   with RunDirBusy naming the first's pid. The lock dies with its process, so a killed run's stale lock
   file blocks nobody.
 - The results are gzip-compressed (a ci run's 17 MB of JSON lines take under 1 MB) and each record is
@@ -15,8 +15,9 @@ Faults never corrupt a run directory:
   to its last whole record (`read_lines` reads a stream that ends early). An older run's plain
   results.jsonl reads the same way.
 - summary.json is replaced atomically (written beside, then renamed), and a run writes a provisional one
-  (an unfinished run: a failed verdict) as soon as its options are parsed, so a run killed at any moment
-  leaves a summary that says so.
+  (an unfinished run: a failed verdict) as soon as its options are parsed and checked, so a run killed at
+  any moment leaves a summary that says so. A usage error the options show (cli.check_run_options) comes
+  before the claim, so an old run's directory given as --out is left as it was.
 """
 from __future__ import annotations
 
