@@ -221,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("merge", help="merge run directories (CI shards) into one, with the gate's verdict")
     _add_spec_option(p)
-    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="directories holding results.jsonl")
+    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="directories holding results.jsonl.gz (or an older run's results.jsonl)")
     p.add_argument("--out", type=Path, required=True, help="the merged run directory")
     p.add_argument("--today", type=_date, help="judge waiver review dates as of YYYY-MM-DD (default: today)")
     p.set_defaults(func=cmd_merge)
@@ -390,7 +390,7 @@ def cmd_report(args) -> int:
     from harness.run.rundir import results_path
 
     if args.baseline and results_path(args.baseline) is None:
-        raise UsageError(f"--baseline {args.baseline}: no results.jsonl there (nor results.jsonl.gz); pass a "
+        raise UsageError(f"--baseline {args.baseline}: no results.jsonl.gz there (nor an older run's results.jsonl); pass a "
                          "directory written by `opconform run`")
     if args.bench and not args.bench.is_file():
         raise UsageError(f"--bench {args.bench}: no such file")

@@ -229,6 +229,89 @@ def test_a_killed_runs_lock_blocks_nobody(tmp_path):
     assert summary["results"] == len(records) > 0 and {r["backend"] for r in records} == {"reference"}
 
 
+WAITING_TEST = textwrap.dedent("""\
+    import os, time
+    from pathlib import Path
+
+    def test_waits():  # holds the session until the test creates $GATE
+        Path(os.environ["STARTED"]).touch()
+        while not Path(os.environ["GATE"]).exists():
+            time.sleep(0.05)
+""")
+
+
+def _pytest_with_results(project: Path, out: Path, started: Path, gate: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin.plugin", "-p",
+                             "no:cacheprovider", "-q", "test_waits.py", "--opconform-results", str(out)],
+                            cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**env, "STARTED": str(started), "GATE": str(gate)})
+
+
+def _error_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def test_a_pytest_session_holds_its_results_directory_from_its_start(tmp_path):
+    """--opconform-results DIR is claimed when pytest configures, not when the results are written at the end:
+    while one session runs, a second pytest and an `opconform run` given DIR are each refused with one line,
+    before any of their tests run (the second session's test would have created its STARTED file)."""
+    project, out, gate = tmp_path / "project", tmp_path / "results", tmp_path / "gate"
+    project.mkdir()
+    (project / "test_waits.py").write_text(WAITING_TEST)
+    first = _pytest_with_results(project, out, tmp_path / "first-started", gate)
+    try:
+        assert _wait_for(lambda: (tmp_path / "first-started").is_file() or first.poll() is not None, 180)
+        assert first.poll() is None, first.communicate()
+        second = _pytest_with_results(project, out, tmp_path / "second-started", gate)
+        stdout, stderr = second.communicate(timeout=180)
+        assert second.returncode == 4, stdout + stderr  # pytest's usage error
+        assert _error_lines(stdout + stderr) == [
+            f"ERROR: --opconform-results: {out} is being written by a pytest session (pid {first.pid})"]
+        assert not (tmp_path / "second-started").exists(), "the second session ran a test"
+        run = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--ops", "ReluGrad", "--tier", "smoke",
+                              "--backends", "reference", "--no-progress", "--out", str(out)],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 2 and _error_lines(run.stdout + run.stderr) == [
+            f"opconform: error: {out} is being written by a pytest session (pid {first.pid})"]
+        gate.touch()
+        stdout, stderr = first.communicate(timeout=180)
+        assert first.returncode == 0, stdout + stderr
+    finally:
+        gate.touch()
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    assert not out.exists(), "no generated test ran: the directory the session created (lock file only) goes"
+
+
+def test_a_pytest_session_whose_results_directory_is_held_runs_no_test(tmp_path):
+    """The other way round: DIR held by a run (here this process, as `opconform run` holds it), a pytest given
+    --opconform-results DIR stops with one line before any test runs (it used to run every test and raise
+    RunDirBusy inside pytest_sessionfinish)."""
+    from harness.run import rundir
+
+    project, out = tmp_path / "project", tmp_path / "results"
+    project.mkdir()
+    (project / "test_waits.py").write_text(WAITING_TEST)
+    rundir.claim(out)
+    try:
+        session = _pytest_with_results(project, out, tmp_path / "started", tmp_path / "no-gate")
+        try:
+            stdout, stderr = session.communicate(timeout=180)
+        finally:
+            if session.poll() is None:  # it ran its test, which waits for a gate no one opens
+                session.kill()
+                session.communicate()
+        assert session.returncode == 4, stdout + stderr
+        assert _error_lines(stdout + stderr) == [
+            f"ERROR: --opconform-results: {out} is being written by another opconform run (pid {os.getpid()})"]
+        assert not (tmp_path / "started").exists()
+        assert [p.name for p in out.iterdir()] == [rundir.LOCK_FILE]
+    finally:
+        rundir.release(out)
+
+
 def test_merge_and_the_pytest_plugins_writer_refuse_a_directory_being_written(tmp_path):
     from harness.run import rundir
 

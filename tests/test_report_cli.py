@@ -89,8 +89,8 @@ def test_baseline_diff_between_two_runs(capsys, tmp_path, spec_copy):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["report", "/nonexistent/run"], "opconform: error: /nonexistent/run: no results.jsonl here"),
-    (["report", ".", "--baseline", "/nonexistent/old"], "opconform: error: --baseline /nonexistent/old: no results.jsonl"),
+    (["report", "/nonexistent/run"], "opconform: error: /nonexistent/run: no results.jsonl.gz here"),
+    (["report", ".", "--baseline", "/nonexistent/old"], "opconform: error: --baseline /nonexistent/old: no results.jsonl.gz"),
 ])
 def test_report_usage_errors_are_one_line(capsys, argv, message):
     assert main(argv) == 2

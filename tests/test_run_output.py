@@ -180,6 +180,22 @@ def test_a_usage_error_leaves_an_old_run_directory_given_as_out_as_it_was(tmp_pa
     assert {p.name: p.read_bytes() for p in old.iterdir()} == before
 
 
+def test_the_pytest_gate_prints_the_names_of_the_files_it_wrote(tmp_path, capsys):
+    """pytest --opconform-results DIR: the gate's block names results.jsonl.gz (it said results.jsonl), and
+    the files are there."""
+    from test_codegen import make_project
+    from test_gate_verdict import run_pytest
+
+    project = make_project(tmp_path, ops=("ReluGrad",))
+    capsys.readouterr()
+    out = project / "results"
+    code, verdict, text = run_pytest(project, "--opconform-results", str(out))
+    assert (code, verdict) == (0, "PASS"), text[-3000:]
+    assert f"results: {out}/{rundir.RESULTS}, {out}/{rundir.SUMMARY}" in text.splitlines()
+    assert rundir.results_path(out) == out / "results.jsonl.gz" and rundir.read_results(out)
+    assert json.loads((out / "summary.json").read_text())["verdict"]["passed"] is True
+
+
 def test_build_and_report_folders_are_ignored_by_git():
     for path in ("examples/command-backend/build/x.o", "examples/example-backend/build/lib/x.py", "reports/r/x",
                  "build/cp311/x.so", "examples/example-backend/src/x.egg-info/PKG-INFO"):

@@ -1,6 +1,6 @@
 """What a result's status, failure kind and check mean: the one place they are defined.
 
-Status and Failure are `str` enums, so a record read back from results.jsonl ("fail") equals the
+Status and Failure are `str` enums, so a record read back from results.jsonl.gz ("fail") equals the
 member (Status.FAIL) and JSON writes them as their plain values. Everything that decides something
 from a result (the verdict, waivers, the report, the pytest outcome) reads these fields, never the
 result's prose `detail`.

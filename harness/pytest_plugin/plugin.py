@@ -9,10 +9,14 @@ suite's state and results are harness.pytest_plugin.suite. generated_tests/conft
   waiver skips); unsupported skips; an unavailable backend skips with its reason. Each gradient test
   runs the reference's gradient check (harness.run.case_checks.gradient_case) and fails when it fails.
 - At the end the controller builds summary.json (harness.run.rundir.build_summary: `--opconform-results
-  DIR` keeps it with results.jsonl) and applies the gate's verdict, which also fails on stale or
+  DIR` keeps it with results.jsonl.gz) and applies the gate's verdict, which also fails on stale or
   expired waivers, stale generated files and an expected backend (reference, openmp, ort) whose
   selected tests skipped as unavailable (`--opconform-allow-missing-backends`, or a marker selection
   that leaves the backend out, says that is intended).
+- `--opconform-results DIR` is claimed when pytest configures (on the controller; xdist's workers never write
+  it) and held to the session's end, by the rule `opconform run --out` follows (harness.run.rundir.claim): a
+  second pytest or `opconform run` given DIR meanwhile is refused with one line before any test runs, and
+  so is this session (a usage error, exit 4) when another writer holds DIR.
 - One rule ties the printed verdict to the exit status: the verdict is FAIL when the gate fails or when
   pytest's own outcome is not a pass (a failed test or a setup or teardown error, a collection error,
   a spec that does not load in a worker, an internal error, an interrupted session, the gate itself
@@ -38,6 +42,7 @@ from harness.pytest_plugin.suite import DTYPES, TIERS, Suite, SpecsInvalid, mark
 
 _SUITE_DIR = pytest.StashKey[Path]()
 _SPECS_DIR = pytest.StashKey[object]()  # harness.core.spec_loader.SpecSources
+_CLAIMED = pytest.StashKey[tuple]()  # (--opconform-results DIR held by this session, whether it created DIR)
 # the exit statuses after which pytest prints its terminal summary (and with it the gate's block)
 _SUMMARY_EXIT_CODES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED,
                        pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -62,7 +67,8 @@ def use_generated_suite(config, suite_dir: Path, specs_dir: Path, dirs=(), built
 def pytest_addoption(parser):
     group = parser.getgroup("opconform", "opconform generated conformance tests")
     group.addoption("--opconform-results", metavar="DIR", type=Path,
-                    help="write results.jsonl and summary.json (the format of `opconform run`) to DIR")
+                    help="write results.jsonl.gz and summary.json (the format of `opconform run`) to DIR, which "
+                         "this session holds from its start: another writer of DIR is refused")
     group.addoption("--opconform-specs", metavar="DIR", type=Path, action="append",
                     help="a spec directory of your own on top of the built-in specs and those the suite was "
                          "generated from (repeatable; also $OPCONFORM_SPECS), as `opconform run --specs`")
@@ -110,6 +116,44 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "opconform: a generated opconform conformance test")
     _default_durations_path(config)
     config.pluginmanager.register(Hooks(config), "opconform-suite")
+    _claim_results_dir(config)  # last: a usage error above leaves DIR untouched
+
+
+def _claim_results_dir(config) -> None:
+    """Hold --opconform-results DIR for the session (the controller only: the workers' records reach it through
+    the controller), so that a clash is a one-line usage error before any test runs, not a RunDirBusy when the
+    results are written at the session's end."""
+    from harness.run import rundir
+
+    out = config.getoption("opconform_results", None)
+    if out is None or hasattr(config, "workerinput"):
+        return
+    created = not Path(out).exists()
+    try:
+        rundir.claim(out, holder="a pytest session")
+    except (rundir.RunDirError, OSError) as e:
+        raise pytest.UsageError(f"--opconform-results: {e}") from None
+    config.stash[_CLAIMED] = (Path(out).absolute(), created)  # released by the same path, wherever the cwd is then
+
+
+def pytest_unconfigure(config):
+    """Release --opconform-results DIR; a directory this session created and left holding nothing but its lock
+    file (no generated test ran) goes."""
+    from harness.run import rundir
+
+    claimed = config.stash.get(_CLAIMED, None)
+    if claimed is None:
+        return
+    del config.stash[_CLAIMED]
+    out, created = claimed
+    try:
+        if created and [p.name for p in out.iterdir()] == [rundir.LOCK_FILE]:
+            (out / rundir.LOCK_FILE).unlink()
+            out.rmdir()
+    except OSError:
+        pass
+    finally:
+        rundir.release(out)
 
 
 def _default_durations_path(config) -> None:
@@ -174,6 +218,7 @@ class Hooks:
                            specs_dir_from(config.getoption("opconform_specs"), None,
                                           config.getoption("opconform_no_builtin_specs")))
         self.summary = None
+        self.written = None  # the run directory the session wrote (--opconform-results), once written
         self.outcome = PytestOutcome()
 
     def _suite(self) -> Suite:
@@ -296,7 +341,8 @@ class Hooks:
         out = self.config.getoption("opconform_results")
         if out and records is not None:
             summary["run_id"] = out.name
-            rundir.write_run(out, records, summary)
+            rundir.write_run(out, records, summary)  # held since pytest_configure (_claim_results_dir)
+            self.written = out
         self.summary = summary
 
     def pytest_terminal_summary(self, terminalreporter):
@@ -316,9 +362,10 @@ class Hooks:
                 tr.write(text)
 
         gate.print_verdict(self.summary, _Writer())
-        out = self.config.getoption("opconform_results")
-        if out:
-            tr.write_line(f"results: {out}/results.jsonl, {out}/summary.json")
+        if self.written:
+            from harness.run.rundir import RESULTS, SUMMARY
+
+            tr.write_line(f"results: {self.written}/{RESULTS}, {self.written}/{SUMMARY}")
 
 
 class PytestOutcome:

@@ -1,6 +1,6 @@
 """`opconform report`: one self-contained HTML page per run (docs/report.md).
 
-write_report(run_dir) reads results.jsonl and summary.json (and bench.json, mutate.json, a baseline
+write_report(run_dir) reads results.jsonl.gz and summary.json (and bench.json, mutate.json, a baseline
 run and the specs when given or found), builds the model (harness.report.model) and renders it
 (harness.report.render). publish(run_dir) is what `opconform run` calls at the end: junit.xml, then
 index.html.

@@ -1,6 +1,6 @@
 """Reading a run directory for the report.
 
-The report must render from whatever a run left behind: an interrupted run's partial results.jsonl,
+The report must render from whatever a run left behind: an interrupted run's partial results.jsonl.gz,
 a summary.json from an older or newer harness, records with fields this module has never heard of.
 So every field is read with a fallback, a malformed line is counted and skipped, and each such
 problem is kept to be shown in the report instead of ending it.
@@ -162,7 +162,7 @@ def read_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     results = results_path(run_dir)
     if results is None:
-        raise ReportError(f"{run_dir}: no results.jsonl here (nor results.jsonl.gz); pass a directory written by "
+        raise ReportError(f"{run_dir}: no results.jsonl.gz here (nor an older run's results.jsonl); pass a directory written by "
                           "`opconform run`")
     problems = []
     summary: dict = {}

@@ -1,4 +1,4 @@
-"""JUnit XML for CI dashboards: one <testcase> per record of results.jsonl, one <testsuite> per op.
+"""JUnit XML for CI dashboards: one <testcase> per record of results.jsonl.gz, one <testsuite> per op.
 
 The exit code and verdict of `opconform run` stay the authority; junit.xml mirrors them so that a CI
 dashboard counts what the verdict counts:
@@ -66,7 +66,7 @@ def outcome(status: str) -> tuple[str | None, str | None]:
 
 
 def write_junit(records: list[dict | Rec], path: Path, summary: dict | None = None) -> Path:
-    """records: results.jsonl records (or the report's Rec of them)."""
+    """records: results.jsonl.gz records (or the report's Rec of them)."""
     summary = summary or {}
     from harness.core.spec_loader import default_root
 

@@ -21,7 +21,7 @@ from harness.report.status import Cell, rank
 
 WORST_CASES = 6
 NEAR_ZERO = "near0"  # the case table's max rel and ULP of a passing result whose reference is near zero (near_zero)
-DETAIL_CHARS = 400  # the case table's detail column; the full text stays in results.jsonl
+DETAIL_CHARS = 400  # the case table's detail column; the full text stays in results.jsonl.gz
 DTYPE_ORDER = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 # Capability states (a probe's, or what the results show) that mean the backend runs the dtype, or does not.
 RUNS = ("kernel", "function", "function_body", "cast", "runs", "supported", "reference", "assumed", "declared", "yes", "ok")

@@ -116,7 +116,7 @@ def verdict(records: list[dict], waivers, *, today: datetime.date | None = None,
                        f"(`opconform gen-tests --check` says why)")
     reasons += list(extra)
     if not complete:
-        reasons.append("the run was interrupted; results.jsonl holds what finished")
+        reasons.append("the run was interrupted; results.jsonl.gz holds what finished")
     if deferred:
         warnings.append("shard of a split run: stale divergences and waivers are judged by `opconform merge`")
     verdict = {"passed": not reasons, "reasons": reasons}

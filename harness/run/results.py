@@ -1,6 +1,6 @@
 """Counting result records: per op, backend and status, and which declared divergences reproduced.
 
-Files on disk (results.jsonl, summary.json) belong to harness.run.rundir; the verdict to harness.run.gate.
+Files on disk (results.jsonl.gz, summary.json) belong to harness.run.rundir; the verdict to harness.run.gate.
 """
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ the same file; summary.json holds the run's metadata, counts and verdict.
 
 Faults never corrupt a run directory:
 - One writer at a time: a writer holds an exclusive flock on LOCK_FILE in the directory for as long as
-  it writes (a run: from the moment its options are parsed and checked to its exit). A second writer is refused
+  it writes (a run: from the moment its options are parsed and checked to its exit; a pytest session given
+  --opconform-results: from its configuration to its end). A second writer is refused
   with RunDirBusy naming the first's pid. The lock dies with its process, so a killed run's stale lock
   file blocks nobody.
 - The results are gzip-compressed (a ci run's 17 MB of JSON lines take under 1 MB) and each record is
@@ -63,9 +64,10 @@ _claims: dict[str, list] = {}  # real path -> [lock fd, claims held by this proc
 _claims_lock = threading.Lock()
 
 
-def claim(run_dir: Path) -> Path:
+def claim(run_dir: Path, holder: str | None = None) -> Path:
     """Create run_dir if needed and hold its lock; RunDirBusy if another process holds it. A process may
-    claim a directory it holds again (each claim is released once)."""
+    claim a directory it holds again (each claim is released once). holder: what a refused writer is told
+    holds it (default: another opconform run), kept in the lock file after the pid."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     key = os.path.realpath(run_dir)
@@ -77,13 +79,14 @@ def claim(run_dir: Path) -> Path:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            pid, _, who = os.pread(fd, 256, 0).decode(errors="replace").strip().partition("\n")
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise RunDirBusy(f"{run_dir} is being written by another opconform run (pid {holder})") from None
+                raise RunDirBusy(f"{run_dir} is being written by {who.strip() or 'another opconform run'} "
+                                 f"(pid {pid.strip() or 'unknown'})") from None
             raise
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, (f"{os.getpid()}\n" + (f"{holder}\n" if holder else "")).encode(), 0)
         _claims[key] = [fd, 1]
     return run_dir
 
