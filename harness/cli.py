@@ -418,7 +418,7 @@ def cmd_bench(args) -> int:
 
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
-    out = args.out or Path("reports") / f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}" / "bench.json"
+    out = args.out or _default_output(f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}", "bench.json")
     options = BenchOptions(ops=args.ops, sizes=args.sizes, backends=args.backends or list(BACKENDS),
                            threads=args.threads, bandwidth=args.bandwidth, quick=args.quick, out=out,
                            isa=args.isa, dtypes=args.dtype)
@@ -573,10 +573,10 @@ def cmd_mutate(args) -> int:
     from harness.run import mutate
     from harness.run.rundir import write_json
 
+    out = args.out or _default_output(f"mutate-{datetime.datetime.now():%Y%m%d-%H%M%S}", "mutate.json")
     catalog = load(args, ops=args.ops)
     figures = mutate.mutate(catalog, args.ops, args.tier, args.seed,
                             log=lambda line: print(line, file=sys.stderr, flush=True))
-    out = args.out or Path("reports") / f"mutate-{datetime.datetime.now():%Y%m%d-%H%M%S}" / "mutate.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json(out, figures)
     print(mutate.format_table(figures))
@@ -586,6 +586,15 @@ def cmd_mutate(args) -> int:
           f"tolerance survives the {args.tier} tier")
     print(f"figures: {out}")
     return EXIT_FAILED if weak else EXIT_OK
+
+
+def _default_output(folder: str, name: str) -> Path:
+    """reports/<folder>/<name> under the current directory, by `run`'s rule: never inside the installed package
+    (RunDirError before any work is done)."""
+    from harness.run.rundir import check_outside_package
+
+    check_outside_package(Path("reports"), "--out FILE")
+    return Path("reports") / folder / name
 
 
 def cmd_waivers(args) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -194,6 +195,33 @@ def test_the_pytest_gate_prints_the_names_of_the_files_it_wrote(tmp_path, capsys
     assert f"results: {out}/{rundir.RESULTS}, {out}/{rundir.SUMMARY}" in text.splitlines()
     assert rundir.results_path(out) == out / "results.jsonl.gz" and rundir.read_results(out)
     assert json.loads((out / "summary.json").read_text())["verdict"]["passed"] is True
+
+
+@pytest.mark.parametrize("argv", [["bench", "--ops", "ReluGrad", "--backends", "reference", "--quick"],
+                                  ["mutate", "--ops", "ReluGrad", "--tier", "smoke"]], ids=["bench", "mutate"])
+def test_bench_and_mutate_refuse_a_default_output_inside_the_installed_package(monkeypatch, capsys, argv):
+    """bench and mutate default to ./reports/<kind>-<date>-<time>/ as `run` does, by its rule (rundir's
+    check_outside_package): from inside the package, one line and exit 2 before any work."""
+    inside = Path(rundir.__file__).resolve().parent
+    existed = (inside / "reports").exists()
+    monkeypatch.chdir(inside)
+    try:
+        assert main(argv) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [
+            f"opconform: error: the current directory {inside} is inside the installed package {inside.parent}: "
+            "run from another directory or pass --out FILE"]
+        assert not (inside / "reports").exists()
+    finally:
+        if not existed and (inside / "reports").exists():  # what a broken check leaves in the package
+            shutil.rmtree(inside / "reports")
+
+
+def test_mutate_writes_its_default_output_under_the_current_directory(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    main(["mutate", "--ops", "ReluGrad", "--tier", "smoke"])
+    (figures,) = (tmp_path / "reports").glob("mutate-*/mutate.json")
+    assert re.fullmatch(r"mutate-\d{8}-\d{6}", figures.parent.name)
+    assert f"figures: reports/{figures.parent.name}/mutate.json" in capsys.readouterr().out
 
 
 def test_build_and_report_folders_are_ignored_by_git():

@@ -256,12 +256,14 @@ def package_dirs() -> list[Path]:
     return dirs
 
 
-def check_outside_package(reports: Path) -> None:
+def check_outside_package(reports: Path, option: str = "--out DIR") -> None:
+    """RunDirError when reports (./reports, a default output folder) would land inside the installed package;
+    option: what the user can pass instead (`run`: --out DIR; bench and mutate: --out FILE)."""
     where = Path(reports).resolve()
     for package in package_dirs():
         if where == package or package in where.parents:
             raise RunDirError(f"the current directory {Path.cwd()} is inside the installed package {package}: "
-                              "run from another directory or pass --out DIR")
+                              f"run from another directory or pass {option}")
 
 
 def new_run_dir(reports: Path, tier: str, now: float | None = None) -> Path:
