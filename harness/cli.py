@@ -221,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("merge", help="merge run directories (CI shards) into one, with the gate's verdict")
     _add_spec_option(p)
-    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="directories holding results.jsonl.gz (or an older run's results.jsonl)")
+    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR",
+                   help="directories holding results.jsonl.gz (or an older run's results.jsonl)")
     p.add_argument("--out", type=Path, required=True, help="the merged run directory")
     p.add_argument("--today", type=_date, help="judge waiver review dates as of YYYY-MM-DD (default: today)")
     p.set_defaults(func=cmd_merge)
