@@ -4,8 +4,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import SPECS
+
 from harness.cli import main
 
 sys.path.insert(0, str(Path(__file__).parent / "corpus"))

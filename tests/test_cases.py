@@ -1,11 +1,11 @@
 """Case expansion, ids, seeds and tensors: stable, deterministic, and what the spec says."""
 import numpy as np
-
 from conftest import edit
+
 from harness.core.cases import case_id, expand, group_params
-from harness.run.engine import prepare
 from harness.core.spec_loader import load_catalog
 from harness.core.tensors import make_inputs
+from harness.run.engine import prepare
 from reference.forward.activations import sigmoid
 
 

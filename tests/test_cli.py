@@ -3,8 +3,8 @@ import json
 from dataclasses import dataclass
 
 import pytest
-
 from conftest import edit
+
 from harness import backends as registry
 from harness.backends.base import Backend
 from harness.cli import main

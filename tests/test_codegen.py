@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, SPECS, edit
+
 from harness import backends as registry
+from harness.cli import main
 from harness.core.cases import expand
 from harness.core.gradcheck import applies as gradient_applies
-from harness.cli import main
 from harness.core.spec_loader import load_catalog
 
 OPS = ("ReluGrad", "GeluGrad", "SoftmaxGrad_13", "LogSoftmaxGrad_13")

@@ -4,15 +4,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
-
 from conftest import cases_of, run_on
+
 from harness.backends.base import Backend, Outputs, TimedOut
 from harness.backends.ort import OrtBackend
 from harness.backends.reference import ReferenceBackend
 from harness.core.cases import expand
+from harness.core.spec_loader import load_catalog
 from harness.run.engine import judge, prepare, request_for
 from harness.run.self_consistency import OUTPUT_SUBSET
-from harness.core.spec_loader import load_catalog
 from reference.ops.conv_grad import conv_grad
 from reference.shapes import conv_resolved_pads
 

@@ -1,5 +1,4 @@
 """A crash or hang in a backend is a result; the run goes on with a fresh worker."""
-import json
 import os
 from pathlib import Path
 
@@ -7,8 +6,8 @@ import pytest
 
 from harness.backends.base import Crashed, TimedOut
 from harness.backends.worker import HandlerError, IsolatedWorker
-from harness.run.runner import RunOptions, run
 from harness.run.rundir import read_results
+from harness.run.runner import RunOptions, run
 
 
 @pytest.fixture

@@ -1,5 +1,4 @@
 """Failure diagnosis: a deliberately wrong kernel is named by the alternative semantics it computes."""
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -7,13 +6,13 @@ import pytest
 
 from harness import backends as registry
 from harness.backends.base import Backend, Outputs
-from harness.core.cases import expand
 from harness.cli import main
-from harness.spec.dotted import resolve
+from harness.core.cases import expand
 from harness.core.dtypes import NUMPY
-from harness.run.engine import judge, prepare
 from harness.core.tensors import resolve_attributes
+from harness.run.engine import judge, prepare
 from harness.run.rundir import read_results
+from harness.spec.dotted import resolve
 
 LEGACY = "legacy SoftmaxGrad axis semantics (coerced to 2-D at axis)"
 

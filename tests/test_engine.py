@@ -13,17 +13,16 @@ import math
 import numpy as np
 import pytest
 
-from harness.core import dtypes
-
-from harness.run import gate, rundir
 from harness.backends.base import Backend, Crashed, Outputs, Rejected, TimedOut
 from harness.backends.reference import evaluate
-from harness.run.case_checks import run_case
+from harness.core import dtypes
 from harness.core.cases import expand
-from harness.run.engine import prepare
-from harness.spec.model import Divergence
 from harness.core.tolerance import Reduction, allowances, unit_roundoff
+from harness.run import gate, rundir
+from harness.run.case_checks import run_case
+from harness.run.engine import prepare
 from harness.run.waivers import Waiver
+from harness.spec.model import Divergence
 
 STUB = "stub"
 
@@ -202,8 +201,8 @@ def test_merge_fails_on_a_crash(tmp_path, catalog):
 # ---- the reduction allowance and its note: (d) -------------------------------------------------
 
 def test_reduction_allowance_is_sqrt_k_and_its_note_says_the_same_numbers(catalog):
-    from harness.spec.dotted import resolve
     from harness.core.tensors import resolve_attributes
+    from harness.spec.dotted import resolve
 
     spec = catalog.by_op("SoftmaxGrad_13")
     case = next(c for c in expand(spec, "ci") if c.dtype == "float32" and c.valid and c.id.startswith("basic/"))

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-
 SLOW_PROGRAM = textwrap.dedent("""\
     #!/bin/sh
     # a command backend's program that never answers: a child in its group, one that left it (setsid)

@@ -4,15 +4,15 @@ import json
 import xml.etree.ElementTree as ET
 
 import yaml
-
 from conftest import edit
-from harness import backends as registry
-from harness.core.cases import expand
-from harness.cli import main
-from harness.pytest_plugin.plugin import marker
-from harness.core.spec_loader import load_catalog
-from harness.run.rundir import read_results
 from test_codegen import make_project, run_pytest
+
+from harness import backends as registry
+from harness.cli import main
+from harness.core.cases import expand
+from harness.core.spec_loader import load_catalog
+from harness.pytest_plugin.plugin import marker
+from harness.run.rundir import read_results
 
 # Only ort's waivers are under test: openmp, which also fails against the edited reference, stays out.
 SELECT = "smoke and (TanhGrad or ReluGrad or SigmoidGrad) and not openmp and not ort_autograd"

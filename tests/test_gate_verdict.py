@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_codegen import make_project
 
 SELECT = "smoke and ReluGrad and reference and float32"

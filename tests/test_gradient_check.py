@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.run.case_checks import gradient_case
 from harness.core.cases import expand
-from harness.run.engine import prepare
 from harness.core.gradcheck import gradient_check
-from harness.run.runner import RunOptions, run
+from harness.run.case_checks import gradient_case
+from harness.run.engine import prepare
 from harness.run.rundir import read_results
+from harness.run.runner import RunOptions, run
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,12 +5,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-
 from conftest import cases_of, run_on
+
 from harness.backends.base import Backend, Outputs
 from harness.backends.reference import ReferenceBackend
-from harness.run.self_consistency import OUTPUT_SUBSET, OWN_SAVED_STATE
 from harness.core.tensors import make_tensors
+from harness.run.self_consistency import OUTPUT_SUBSET, OWN_SAVED_STATE
 from reference.forward.gru import gru_training
 
 
@@ -141,8 +141,8 @@ def test_ort_gru_pair_agrees_on_its_saved_state(ort, catalog):
     ('cases: ["basic/*", ', 'cases: ["basics/*", ', "'basics/*' matches no case id"),
 ])
 def test_own_saved_state_mistakes_are_spec_errors(spec_copy, old, new, message):
-    from harness.spec.errors import SpecError
     from harness.core.spec_loader import load_catalog
+    from harness.spec.errors import SpecError
 
     path = spec_copy / "com.microsoft" / "GRUGrad.yaml"
     assert old in path.read_text()

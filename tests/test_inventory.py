@@ -4,8 +4,8 @@ import shutil
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from harness.backends.base import Crashed, Outputs
 from harness.backends.worker import HandlerError
 from harness.cli import main

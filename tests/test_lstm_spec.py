@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-
 from conftest import cases_of, run_on
+
 from harness.backends.base import Backend, Outputs
 from harness.backends.reference import ReferenceBackend
 from harness.core.gradcheck import gradient_check

@@ -3,7 +3,6 @@
 line naming the file and the field; no traceback, no hang, nothing accepted."""
 import base64
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -11,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SPECS
+
 from harness.cli import main
 
 CORPUS = Path(__file__).parent / "corpus"

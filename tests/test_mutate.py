@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from harness.run import mutate
 from harness.cli import main
 from harness.core.compare import Tolerance
 from harness.report import write_report
+from harness.run import mutate
 
 
 def test_ulp_mutant_moves_one_element_by_k_representable_steps():

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO, SPECS
+
 from harness.backends import openmp_lib
 from harness.cli import main
 from harness.codegen.scaffold import snake

@@ -119,7 +119,6 @@ def test_onnxruntime_backend_is_the_ort_backend_bitwise_on_every_ci_case(catalog
 
 
 def test_a_run_applies_the_ort_divergences_to_it(tmp_path):
-    import json
     import subprocess
     import sys
 

@@ -3,7 +3,7 @@ CPU in the isolated worker and judged like every backend; the gradient nodes it 
 import onnx
 import pytest
 
-from harness.backends.base import Outputs, Rejected, Unsupported
+from harness.backends.base import Rejected, Unsupported
 from harness.backends.ort_autograd import OrtAutogradBackend, build, classify_build_error
 from harness.core.cases import expand
 from harness.core.spec_loader import load_catalog

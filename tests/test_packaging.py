@@ -19,7 +19,6 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SPECS
 
 pytestmark = pytest.mark.packaging

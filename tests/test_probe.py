@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from harness import backends as registry
-from harness.run import probe
 from harness.backends.base import Backend, Support
 from harness.backends.ort_probe import classify_error, classify_run
 from harness.backends.reference import ReferenceBackend
-from harness.core.cases import expand
 from harness.cli import main
+from harness.core.cases import expand
+from harness.run import probe
 from harness.run.engine import judge, prepare
 from harness.run.rundir import read_results
 

@@ -3,14 +3,13 @@ which `opconform run` and the generated tests also run on every case), and gives
 true limits where a literal formula would give NaN."""
 import numpy as np
 import pytest
+from conftest import SPECS
 
 from harness.core.cases import expand
-from harness.run.engine import prepare
 from harness.core.gradcheck import applies, gradient_check
 from harness.core.spec_loader import load_catalog
-from conftest import SPECS
+from harness.run.engine import prepare
 from reference.ops import activations as ops
-
 
 
 def check(case, reference=None):

@@ -2,8 +2,9 @@
 verdict counts them."""
 import xml.etree.ElementTree as ET
 
-from harness.report.junit import outcome, write_junit
 from test_report_model import raw
+
+from harness.report.junit import outcome, write_junit
 
 
 def parse(path):

@@ -7,8 +7,6 @@ from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
-
 from harness.report import build_report
 from harness.report.data import RunData, to_rec
 from harness.report.model import build

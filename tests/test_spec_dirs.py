@@ -7,14 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SPECS
+
 from harness.cli import main
 from harness.core import spec_loader
 from harness.core.spec_loader import SpecSources, load_catalog
 from harness.pytest_plugin.suite import generated_sources, specs_dir_from
 from harness.report.repro import run_flags
-from harness.spec.errors import SpecError
 
 RUN = ["--backends", "reference", "--tier", "smoke", "--no-report", "--no-progress"]
 BUILTIN = len([p for p in SPECS.glob("*/*.yaml") if not p.parent.name.startswith("_")])

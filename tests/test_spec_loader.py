@@ -1,10 +1,10 @@
 """A bad spec gets one line per problem naming the file, the field and the fix; never a traceback."""
 import pytest
-
 from conftest import edit
+
 from harness.cli import main
-from harness.spec.errors import SpecError
 from harness.core.spec_loader import UnknownOp, load_catalog
+from harness.spec.errors import SpecError
 
 
 def problems(root) -> list[str]:

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SPECS, edit
+
 from harness.bench import startup
 from harness.cli import main
 from harness.core import spec_checks, spec_loader

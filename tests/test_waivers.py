@@ -7,15 +7,15 @@ from typing import ClassVar
 
 import pytest
 import yaml
-
 from conftest import edit
+
 from harness import backends as registry
 from harness.backends.base import Backend, Outputs
 from harness.backends.reference import ReferenceBackend
 from harness.cli import main
-from harness.spec.errors import SpecError
 from harness.run.catalog import load as load_catalog  # the specs with their waivers
 from harness.run.rundir import read_results
+from harness.spec.errors import SpecError
 
 
 @dataclass

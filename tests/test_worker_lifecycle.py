@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from harness.backends import worker_template
 from harness.backends.base import Crashed
 from harness.backends.worker import IsolatedWorker

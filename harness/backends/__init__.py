@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import importlib
 import re
+from typing import TYPE_CHECKING
 
 from harness.backends.limits import DEFAULT_TIMEOUT
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.backends.base import Backend

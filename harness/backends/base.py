@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.spec.model import Spec
 from harness.backends.limits import DEFAULT_TIMEOUT, TIMEOUT_OPTION
+from harness.spec.model import Spec
 
 
 @dataclass(frozen=True)

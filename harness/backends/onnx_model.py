@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import TensorProto, helper
 
-from harness.core import dtypes
 from harness.backends.base import Request
+from harness.core import dtypes
 from harness.spec.model import declared_shape_key
 
 IR_VERSION = 10

@@ -5,11 +5,11 @@ import glob
 import importlib.metadata
 from dataclasses import dataclass
 
-from harness.core import dtypes
 from harness.backends import onnx_model, ort_probe
 from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
 from harness.backends.limits import BENCH_LIMIT, BENCH_TIMEOUT, INFO_LIMIT, INFO_TIMEOUT
 from harness.backends.worker import HandlerError, WorkerBackend
+from harness.core import dtypes
 
 INSTALL_HINT = "pip install onnxruntime-training==1.19.2"
 CUDA = "CUDAExecutionProvider"

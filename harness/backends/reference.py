@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.core import contract, dtypes
 from harness.backends.base import Backend, Outputs, Rejected, Request, Support
+from harness.core import contract, dtypes
+from harness.core.tensors import resolve_attributes
 from harness.spec.dotted import resolve
 from harness.spec.model import Spec
-from harness.core.tensors import resolve_attributes
 
 
 def evaluate(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[np.ndarray]:

@@ -27,14 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.run import environment
 from harness.backends import create
 from harness.backends.base import Request
 from harness.bench.allocator import warm_allocator
 from harness.bench.limits import sgemm_gflops, triad_call, triad_gbs
+from harness.bench.workloads import ELEMENTWISE_SIZES, WORKLOADS, Workload
 from harness.core import dtypes
 from harness.core.timing import QUICK, Budget, median_and_spread, repeat
-from harness.bench.workloads import ELEMENTWISE_SIZES, WORKLOADS, Workload
+from harness.run import environment
 
 SCHEMA = "opconform-bench/1"
 BACKENDS = ("openmp", "ort", "torch", "reference")

@@ -11,9 +11,9 @@ import numbers
 import numpy as np
 
 from harness.core import dtypes
+from harness.core.tensors import resolve_attributes
 from harness.spec.dotted import resolve
 from harness.spec.model import Attribute, Spec
-from harness.core.tensors import resolve_attributes
 
 
 def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[str]:

@@ -361,9 +361,9 @@ def _running_hook(spec: Spec, error: BaseException) -> str:
 
 
 def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
-    from harness.spec.dotted import resolve
     from harness.core.contract import value_problems
     from harness.core.tensors import input_shapes, make_inputs, resolve_attributes
+    from harness.spec.dotted import resolve
 
     where_of = {g.name: f"cases.groups[{i}]" for i, g in enumerate(spec.cases.groups)}
     where_of.update({g.name: f"cases.invalid[{i}]" for i, g in enumerate(spec.cases.invalid)})
@@ -371,7 +371,7 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
     valid_if_hangs = False
     # a shape a hook computes is the hook's problem, reported once, not once per group
     hook_field = "cases.shapes" if spec.cases.shapes else None
-    shape_field = {i.name: f"inputs[k].shape_fn".replace("k", str(k)) for k, i in enumerate(spec.inputs) if i.shape_fn}
+    shape_field = {i.name: "inputs[k].shape_fn".replace("k", str(k)) for k, i in enumerate(spec.inputs) if i.shape_fn}
     if hook_field:
         shape_field = {i.name: hook_field for i in spec.inputs}
 

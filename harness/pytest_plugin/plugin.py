@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.limits import DEFAULT_TIMEOUT
-from harness.pytest_plugin.suite import DTYPES, TIERS, Suite, SpecsInvalid, marker, specs_dir_from  # noqa: F401 (marker: API)
+from harness.pytest_plugin.suite import DTYPES, TIERS, SpecsInvalid, Suite, marker, specs_dir_from  # noqa: F401 (marker: API)
 
 _SUITE_DIR = pytest.StashKey[Path]()
 _SPECS_DIR = pytest.StashKey[object]()  # harness.core.spec_loader.SpecSources
@@ -231,8 +231,8 @@ class Hooks:
     # -- what the generated tests call
     def check(self, spec_id: str, dtype: str, case_id: str, backend_name: str) -> None:
         """One backend test: the case on the backend through the engine, then the pytest outcome."""
-        from harness.run.engine import CaseNotFound
         from harness.core.status import UNEXPECTED, Status
+        from harness.run.engine import CaseNotFound
 
         try:
             results = self._suite().run(spec_id, dtype, case_id, backend_name)
@@ -258,8 +258,8 @@ class Hooks:
 
     def gradient(self, spec_id: str, dtype: str, case_id: str) -> None:
         """One gradient test: the reference against its forward op on this case."""
-        from harness.run.engine import CaseNotFound
         from harness.core.status import Status
+        from harness.run.engine import CaseNotFound
 
         try:
             result = self._suite().gradient(spec_id, dtype, case_id)

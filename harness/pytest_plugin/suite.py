@@ -73,10 +73,9 @@ class Suite:
     @property
     def catalog(self):
         if self._catalog is None:
-            from harness.spec.errors import SpecError
-            from harness.run.catalog import load as load_catalog
-
             from harness.core.spec_loader import SpecSources
+            from harness.run.catalog import load as load_catalog
+            from harness.spec.errors import SpecError
 
             sources = self.specs_dir if isinstance(self.specs_dir, SpecSources) else None
             root = None if sources is not None else self.specs_dir

@@ -10,12 +10,12 @@ Imports flow one way: engine -> self_consistency, gradcheck -> this module -> ru
 """
 from __future__ import annotations
 
-from harness.run import waivers as waiver_rules
 from harness.backends.base import Backend
-from harness.run.engine import Prepared, Result, judge, new_result
 from harness.core.gradcheck import applies, gradient_check
-from harness.run.self_consistency import follow_ups
 from harness.core.status import Check, Failure, Status
+from harness.run import waivers as waiver_rules
+from harness.run.engine import Prepared, Result, judge, new_result
+from harness.run.self_consistency import follow_ups
 
 GRADIENT_BACKEND = "reference"  # whose result the gradient check is
 

@@ -17,9 +17,9 @@ import datetime
 from collections import Counter
 from pathlib import Path
 
+from harness.core.status import STATUSES, Failure, Status
 from harness.run import waivers as waiver_rules
 from harness.run.results import Tally
-from harness.core.status import STATUSES, Failure, Status
 
 RATCHET = 0.8  # a tolerance waiver whose worst observed error fell below this share of the recorded one: lower it
 

@@ -17,11 +17,11 @@ even one it would run silently (e.g. on another provider).
 """
 from __future__ import annotations
 
-from harness.core import dtypes
 from harness.backends.base import Backend, ForwardCall, Request, Support
+from harness.core import dtypes
 from harness.core.cases import TIERS, Case, expand
-from harness.spec.model import Spec
 from harness.core.tensors import forward_call_parts, input_shapes, make_tensors
+from harness.spec.model import Spec
 
 LABELS = {"kernel": "kernel", "function_body": "function body", "cast+kernel": "cast > kernel",
           "cast+function_body": "cast > function body", "reference": "reference", "assumed": "runs (assumed)",

@@ -17,16 +17,14 @@ from tqdm import tqdm
 
 from harness import backends as registry
 from harness.backends.limits import DEFAULT_TIMEOUT
-from harness.run import environment, probe
 from harness.core.cases import Case, expand
-from harness.run import rundir, signals
+from harness.core.spec_loader import Catalog
+from harness.core.status import STATUSES, UNEXPECTED
+from harness.run import environment, probe, rundir, signals
 from harness.run.case_checks import gradient_case, run_case
 from harness.run.engine import prepare
 from harness.run.results import Tally, format_table
 from harness.run.rundir import ResultsWriter, write_json
-from harness.core.status import STATUSES, UNEXPECTED
-from harness.core.spec_loader import Catalog
-
 
 # Environment that changes what the backends compute or how fast (threads, ISA levels, libraries):
 # recorded with every run.

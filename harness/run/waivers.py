@@ -29,8 +29,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from harness.spec.model import DType, Identifier
 from harness.core.status import Problem
+from harness.spec.model import DType, Identifier
 
 GRACE_DAYS = 14  # after review_by: this many days of warnings, then the gate fails
 FailureKind = Literal["wrong_values", "wrong_shape", "rejects_valid", "accepts_invalid", "crash", "hang"]
@@ -123,8 +123,8 @@ def load(root, specs, backend_names, problems: list, extra_files=(), is_known=No
     fix). is_known(name) accepts a backend name beyond backend_names (the open-ended onnx-backend:MODULE).
     all_ops: every op of the spec set when `specs` holds only the loaded ones: a waiver of another
     known op is checked no further than its op's name."""
-    from harness.spec.errors import Problem, from_validation_error
     from harness.core.spec_loader import read_yaml, shown
+    from harness.spec.errors import Problem, from_validation_error
 
     out, seen = [], {}
     by_op = {s.op: s for s in specs}

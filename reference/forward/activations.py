@@ -1,7 +1,8 @@
 """Forward activation ops (ONNX Relu, Sigmoid, Tanh, LeakyRelu, Gelu; com.microsoft QuickGelu, FastGelu, BiasGelu)."""
 import numpy as np
 
-from reference._math import SQRT_2_OVER_PI, normal_cdf, sigmoid as _sigmoid
+from reference._math import SQRT_2_OVER_PI, normal_cdf
+from reference._math import sigmoid as _sigmoid
 
 FAST_GELU_COEFF = 0.044715
 

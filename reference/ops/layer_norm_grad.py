@@ -9,7 +9,6 @@ taken over the row (the dims from `axis` on):
 """
 import numpy as np
 
-from reference.forward.layer_norm import row_axes
 from reference.forward.softmax import normalize_axis
 
 

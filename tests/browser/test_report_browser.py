@@ -5,9 +5,9 @@ import pytest
 from playwright.sync_api import expect
 
 from harness.cli import main
+from harness.core.spec_loader import default_root
 from harness.report import build_report, write_report
 from harness.report.repro import command, run_flags
-from harness.core.spec_loader import default_root
 
 
 @pytest.fixture(scope="module")

@@ -119,9 +119,9 @@ def broken_variants() -> dict[str, tuple]:
 
 def write_corpus(out: Path, specs: Path | None = None) -> dict:
     """The directories under out, and {"good": [...], "broken": {name: [words]}} (also out/expected.json)."""
+    from harness.core.spec_loader import load_catalog
     from harness.run.onnx_data import export_cases
     from harness.run.runner import RunOptions, select_cases
-    from harness.core.spec_loader import load_catalog
 
     catalog = load_catalog(specs)
     cases = select_cases(catalog, RunOptions(ops=list(GOOD), tier="smoke", cases="float32-basic/*"))

@@ -6,7 +6,6 @@ import pytest
 
 from harness.backends import openmp_lib
 
-
 # Every ISA level this CPU can run and the build has: an AVX-512 machine tests three, an AVX2 one two.
 ISA_LEVELS = openmp_lib.available_isa_levels() or ["missing build"]
 

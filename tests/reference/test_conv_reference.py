@@ -5,9 +5,8 @@ against central differences of the forward (the vector-Jacobian identity) and by
 (Conv is linear in X and in W). Mutated references must fail the same checks.
 """
 import numpy as np
-import pytest
-
 import onnx_oracle  # onnx.reference, with the gaps of the pinned onnx releases filled (tests/reference)
+import pytest
 
 from reference.forward.conv import conv
 from reference.ops.conv_grad import conv_grad, conv_grad_magnitude, conv_grad_reduction_lengths

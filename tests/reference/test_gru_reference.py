@@ -6,9 +6,8 @@ Backward: the vector-Jacobian identity against central differences of the forwar
 Mutated references (swapped gates, wrong linear_before_reset, a one-step shift in the saved state) fail.
 """
 import numpy as np
-import pytest
-
 import onnx_oracle  # onnx.reference, with the gaps of the pinned onnx releases filled (tests/reference)
+import pytest
 
 from reference.forward.gru import gru_check, gru_training
 from reference.ops.gru_grad import gru_grad

@@ -8,9 +8,8 @@ for each feature; dP at P = 0 and dB (neither B nor P is an LSTMGrad input) are 
 Mutated references (IOFC in another gate order, a one-step shift in the saved cell state) fail.
 """
 import numpy as np
-import pytest
-
 import onnx_oracle  # onnx.reference, with the gaps of the pinned onnx releases filled (tests/reference)
+import pytest
 
 from reference.forward.gru import ACTIVATIONS
 from reference.forward.lstm import lstm_check, lstm_grad_check, lstm_shapes, lstm_training, lstm_values_check
