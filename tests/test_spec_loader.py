@@ -30,7 +30,7 @@ def test_yaml_syntax_error_names_line(spec_copy):
 def test_unknown_field_suggests_the_right_one(spec_copy):
     edit(relu(spec_copy), "role: forward_input,", "rol: forward_input,")
     lines = problems(spec_copy)
-    assert any("inputs[1].rol: unknown field; did you mean `role`?" in l for l in lines), lines
+    assert any("inputs[1].rol: unknown field; did you mean `role`?" in line for line in lines), lines
 
 
 def test_bad_enum_lists_allowed_values(spec_copy):
@@ -49,13 +49,13 @@ def test_default_outside_allowed_range(spec_copy):
     path = spec_copy / "com.microsoft" / "LeakyReluGrad.yaml"
     edit(path, "alpha: {type: float, default: 0.01,", "alpha: {type: float, default: 0.01, min: 0.5,")
     lines = problems(spec_copy)
-    assert any("attributes.alpha.default: the default is 0.01, below the minimum 0.5" in l for l in lines), lines
+    assert any("attributes.alpha.default: the default is 0.01, below the minimum 0.5" in line for line in lines), lines
 
 
 def test_shape_rule_must_name_a_real_input(spec_copy):
     edit(relu(spec_copy), "role: forward_input, shape_from: dY", "role: forward_input, shape_from: dy")
     lines = problems(spec_copy)
-    assert any("inputs[1].shape_from: unknown input 'dy'; did you mean 'dY'?" in l for l in lines), lines
+    assert any("inputs[1].shape_from: unknown input 'dy'; did you mean 'dY'?" in line for line in lines), lines
 
 
 def test_reference_function_must_exist(spec_copy):
@@ -85,7 +85,7 @@ def test_duplicate_keys_are_rejected(spec_copy):
 def test_unknown_case_parameter(spec_copy):
     edit(relu(spec_copy), "params: {shape: [[7], [3, 4], [2, 3, 5]]}", "params: {shape: [[7]], alhpa: [1.0]}")
     lines = problems(spec_copy)
-    assert any("cases.groups[0].params.alhpa: unknown case parameter 'alhpa'" in l for l in lines), lines
+    assert any("cases.groups[0].params.alhpa: unknown case parameter 'alhpa'" in line for line in lines), lines
 
 
 def test_valid_group_attribute_out_of_range_is_caught(spec_copy):
@@ -93,8 +93,8 @@ def test_valid_group_attribute_out_of_range_is_caught(spec_copy):
     edit(path, "alpha: {type: float, default: 1.702,", "alpha: {type: float, default: 1.702, max: 2.0,")
     edit(path, "alpha: [1.702, 1.0, -1.702, 0.5, 0.0]", "alpha: [1.702, 3.0]")
     lines = problems(spec_copy)
-    assert any("params.alpha: is 3.0, above the maximum 2 (out-of-range values belong in cases.invalid)" in l
-               for l in lines), lines
+    assert any("params.alpha: is 3.0, above the maximum 2 (out-of-range values belong in cases.invalid)" in line
+               for line in lines), lines
 
 
 def test_file_name_must_match_op(spec_copy):

@@ -33,7 +33,7 @@ def fake_outputs(request, wrong: bool = False) -> Outputs:
     spec = request.spec
     try:
         values = evaluate(spec, request.named_inputs(), request.attributes)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a wrong reference may raise anything; zeros then
         values = [np.zeros(request.inputs[0].shape) for _ in spec.outputs]
     out = []
     for o, v, wanted in zip(spec.outputs, values, request.outputs):

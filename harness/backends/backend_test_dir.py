@@ -97,7 +97,7 @@ def read_outputs(request: Request, model: onnx.ModelProto, directory: Path) -> l
         try:
             tensor.ParseFromString(path.read_bytes())
             found[graph_output.name] = from_tensor_proto(tensor)
-        except Exception as e:  # protobuf's DecodeError, or data that does not fit the dims
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, or data that does not fit the dims
             raise MalformedOutput(f"output_{k}.pb is not a TensorProto ({type(e).__name__}: "
                                   f"{' '.join(str(e).split())[:200]})") from None
     return [found.get(out.name) if wanted else None for out, wanted in zip(request.spec.outputs, request.outputs)]

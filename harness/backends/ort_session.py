@@ -63,7 +63,7 @@ def run(request: dict) -> list:
     session = _cached_session(request)
     try:
         return session.run(request["fetches"], request["feeds"])
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any ORT error is the op's result, sent back as OrtError
         raise OrtError(f"run|{type(e).__name__}|{e}") from None
 
 
@@ -88,7 +88,7 @@ def _options(ort, request: dict):
 def _session(ort, request: dict, options):
     try:
         session = ort.InferenceSession(request["model"], options, providers=[request["provider"]])
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any ORT error is the op's result, sent back as OrtError
         raise OrtError(f"session|{type(e).__name__}|{e}") from None
     if request["provider"] not in session.get_providers():
         raise OrtError(f"session|ProviderUnavailable|{request['provider']} did not load")
@@ -111,7 +111,7 @@ def probe(request: dict) -> dict:
         session = _session(ort, request, options)
         try:
             session.run(request["fetches"], request["feeds"])
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any ORT error is the op's result, sent back as OrtError
             raise OrtError(f"run|{type(e).__name__}|{e}") from None
         with open(session.end_profiling(), encoding="utf-8") as f:
             events = json.load(f)

@@ -124,7 +124,7 @@ def _torch_status(threads: int) -> tuple[object | None, str]:
 def _torch_capability(torch) -> str | None:
     try:
         return str(torch.backends.cpu.get_cpu_capability()).lower()
-    except Exception:  # an older torch: the level it took is unknown
+    except Exception:  # noqa: BLE001 - an older torch: the level it took is unknown
         return None
 
 

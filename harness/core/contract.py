@@ -45,7 +45,7 @@ def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
             earlier = {i.name: shapes.get(i.name) for i in spec.inputs[: spec.inputs.index(inp)]}
             try:
                 want = tuple(resolve(inp.shape_fn)(earlier, resolve_attributes(spec, written)))
-            except Exception as e:  # the inputs it depends on are themselves malformed
+            except Exception as e:  # noqa: BLE001 - the inputs it depends on are themselves malformed
                 problems.append(f"input {inp.name}: shape rule {inp.shape_fn} does not apply ({e})")
             else:
                 if want != value.shape:

@@ -178,7 +178,7 @@ def _check_hooks(spec: Spec, packages) -> list[tuple[str, str]]:
         except DottedError as e:
             out.append((where, f"{e}; write module.path:function of an existing function"))
             continue
-        except Exception as e:  # importing the module itself failed: its own bug, one line
+        except Exception as e:  # noqa: BLE001 - importing the module itself failed: its own bug, one line
             out.append((where, f"importing {path.partition(':')[0]} raised {exception_text(e)}"))
             continue
         if keywords:
@@ -392,7 +392,7 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
         except RecursionError:
             report(hook_field or where, f"{label}: a shape rule recurses without end")
             continue
-        except Exception as e:  # a hook's own error, or a shape rule the params do not fit
+        except Exception as e:  # noqa: BLE001 - a hook's own error, or a shape rule the params do not fit
             report(hook_field or where, f"{label}: its shapes cannot be built: {exception_text(e)}")
             continue
         bad = [(n, p) for n, s in shapes.items() if s is not None and (p := _shape_problem(s))]
@@ -425,7 +425,7 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
             except RecursionError:
                 report("valid_if", f"{spec.valid_if} recurses without end ({label})")
                 continue
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a hook's own error is a spec problem, reported
                 report("valid_if", f"{spec.valid_if} raised {exception_text(e)} ({label})")
                 continue
             if answer is not None and not isinstance(answer, str):
@@ -437,7 +437,7 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
             try:
                 inputs = make_inputs(case)
                 problems = value_problems(spec, inputs, case.attributes)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a hook's own error is a spec problem, reported
                 report(where, f"{label}: its inputs cannot be checked: {exception_text(e)}")
                 continue
             if problems:

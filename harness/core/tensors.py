@@ -276,7 +276,7 @@ def forward_arguments(case: Case, inputs, draw_input) -> dict[str, np.ndarray | 
 
 def _run_forward(case: Case, args: dict) -> dict[str, np.ndarray] | None:
     """Forward outputs by name; None when an invalid case's inputs do not fit the forward op."""
-    spec, forward = case.spec, case.spec.forward
+    forward = case.spec.forward
     if forward is None:
         raise CaseError("inputs with role forward_output or saved_activation need a `forward:` section")
     try:

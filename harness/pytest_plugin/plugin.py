@@ -297,7 +297,7 @@ class Hooks:
             return
         try:
             self._finish(session, exitstatus)
-        except Exception as e:  # the gate itself failed: a FAIL verdict with the reason, never silence or PASS
+        except Exception as e:  # noqa: BLE001 - the gate itself failed: a FAIL verdict with the reason, never silence or PASS
             from harness.spec.errors import exception_text
 
             self.summary = _summary_without_results([f"the gate could not judge the run: {exception_text(e)}"])

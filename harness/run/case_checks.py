@@ -51,7 +51,7 @@ def gradient_case(prepared: Prepared, reference: str | None = None) -> Result | 
         return result
     try:
         check = gradient_check(case, prepared.inputs, prepared.forward_inputs, reference=reference)
-    except Exception as e:  # a reference or forward bug must not end the run: it is an error result
+    except Exception as e:  # noqa: BLE001 - a reference or forward bug must not end the run: it is an error result
         result.set(Status.ERROR, detail=f"gradient: {type(e).__name__}: {e}")
         return result
     result.outputs = {}

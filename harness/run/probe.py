@@ -80,11 +80,11 @@ def _probe(backend: Backend, spec: Spec, dtype: str) -> Support:
         return Support("unavailable", reason=reason)
     try:
         request = probe_request(spec, dtype)
-    except Exception as e:  # a spec that cannot build its own cases: the runs will report it as an error
+    except Exception as e:  # noqa: BLE001 - a spec that cannot build its own cases: the runs will report it as an error
         return Support("error", reason=f"no probe case: {type(e).__name__}: {e}")
     try:
         support = backend.probe(request)
-    except Exception as e:  # an adapter bug must not stop a run
+    except Exception as e:  # noqa: BLE001 - an adapter bug must not stop a run
         return Support("error", reason=f"{backend.name}.probe raised {type(e).__name__}: {e}")
     if support.status == "supported" and not in_contract(spec, dtype):
         # The backend runs it, but the spec does not allow the dtype: no case can be judged there.

@@ -229,7 +229,7 @@ def variants() -> list[dict]:
     add("schema_version_2", SPEC, edited("schema_version: 1", "schema_version: 2"), "schema_version", "1")
     add("unknown_top_level_field", SPEC, edited("since_version: 1\n", "since_version: 1\nsince: 1\n"), "since",
         "unknown field")
-    add("summary_missing", SPEC, "\n".join(l for l in spec_text().splitlines() if not l.startswith("summary:")) + "\n",
+    add("summary_missing", SPEC, "\n".join(line for line in spec_text().splitlines() if not line.startswith("summary:")) + "\n",
         "summary", "missing")
     add("op_name_mismatch", SPEC, edited("op: ReluGrad", "op: ReluGrads"), "op", "rename")
     add("dtype_unknown", SPEC, edited("  dtypes: [float32, float64, float16, bfloat16]\n", "  dtypes: [float8]\n"),
