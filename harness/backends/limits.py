@@ -20,9 +20,11 @@ DEFAULT_TIMEOUT = 60.0
 TIMEOUT_OPTION = "--timeout (pytest: --opconform-timeout)"  # how a message names it
 
 # A worker's first answer, which loads the backend's library and says what it is ({'call': 'info'},
-# also ort-cuda's provider check): 120 s is 21x the slowest under load (openmp 5.7 s, ort 4.0 s,
-# ort-autograd 3.2 s at load 8; 0.7-0.9 s at load 5). When it fires the backend is unavailable, which
-# fails the verdict for an expected backend: it must not fire on a slow machine.
+# also ort-cuda's provider check), and a fresh worker's imports (one spawned or forked after a crash
+# says it is ready before a case's --timeout starts: harness.backends.worker): 120 s is 21x the slowest
+# under load (openmp 5.7 s, ort 4.0 s, ort-autograd 3.2 s at load 8; 0.7-0.9 s at load 5). When it fires
+# on the first answer the backend is unavailable, which fails the verdict for an expected backend (on a
+# restart, the case is a hang naming this limit): it must not fire on a slow machine.
 INFO_TIMEOUT = 120.0
 INFO_LIMIT = "limit on loading the backend's library"
 

@@ -8,6 +8,13 @@ a crash ("terminate called without an active exception").
 The child runs worker_template.serve(HANDLER, FD): HANDLER is module:function taking one request and returning a
 picklable reply, FD the socket to the parent.
 
+A fresh child's imports never count against a call's `timeout`: the child says it is ready once it has
+imported the handler's module (and, when spawned, PRELOAD), and the parent waits for that under the
+library-load limit (limits.INFO_TIMEOUT) before it sends the request and starts the call's clock. Without
+this, a worker spawned after a crash (no template: OPCONFORM_WORKER_FORK=0, or one that failed) imported
+onnxruntime inside the next case's limit (1.3-1.7 s at load 12, 3 s and more with torch, against a spec
+group's `timeout: 3`), and a worker whose imports outlast the limit never answered at all.
+
 A restart costs a fork, not an import (harness.backends.worker_template): each worker is forked from
 a template process, one per (handler, preloaded modules, environment), that has imported the
 handler's module and PRELOAD (onnxruntime: 0.4 s, 3 s where torch is installed) but has never run a
@@ -40,7 +47,7 @@ class HandlerError(Exception):
         super().__init__(f"{cls}: {message}")
 
 
-_CHILD = "import sys; from harness.backends.worker_template import serve; serve(sys.argv[1], int(sys.argv[2]))"
+_CHILD = "import sys; from harness.backends.worker_template import serve; serve(sys.argv[1], int(sys.argv[2]), sys.argv[3])"
 
 
 class IsolatedWorker:
@@ -53,9 +60,12 @@ class IsolatedWorker:
         self._stderr = None
 
     def call(self, request, timeout: float | None = None):
-        """The handler's reply, or Crashed / TimedOut; raises HandlerError if the handler raised."""
+        """The handler's reply, or Crashed / TimedOut; raises HandlerError if the handler raised. A fresh
+        worker's imports are waited for first, under INFO_TIMEOUT: `timeout` counts the call alone."""
         if self._proc is None:
-            self._start()
+            failed = self._start()
+            if failed is not None:
+                return failed
         try:
             self._conn.send(request)
             if not self._conn.poll(timeout or self.timeout):
@@ -69,7 +79,8 @@ class IsolatedWorker:
             raise HandlerError(*payload)
         return payload[0]
 
-    def _start(self) -> None:
+    def _start(self) -> Crashed | TimedOut | None:
+        """A fresh worker, forked from the template or spawned, once it has its imports (see _ready)."""
         parent, child = socket.socketpair()
         self._stderr = tempfile.TemporaryFile()
         template = worker_template.get(self.handler, self.preload, self.env)
@@ -81,13 +92,30 @@ class IsolatedWorker:
             if self._proc is not None:
                 child.close()
                 self._conn = Connection(parent.detach())
-                return
+                return self._ready()
+        # spawned: it imports the handler's module and PRELOAD itself, which the template would have held
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, self.handler, str(child.fileno())],
+            [sys.executable, "-c", _CHILD, self.handler, str(child.fileno()), ",".join(self.preload)],
             pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr,
             env=self.env)
         child.close()
         self._conn = Connection(parent.detach())
+        return self._ready()
+
+    def _ready(self) -> Crashed | TimedOut | None:
+        """Wait, under the library-load limit, for the new worker's ('ready',): its imports are done and the
+        caller's timeout may start. Crashed if it died importing, TimedOut(INFO_TIMEOUT) if it never finished."""
+        try:
+            if not self._conn.poll(INFO_TIMEOUT) and self._proc.poll() is None:
+                self._kill()
+                return TimedOut(INFO_TIMEOUT, INFO_LIMIT)
+            message = self._conn.recv()
+        except (EOFError, OSError):
+            return self._crashed()
+        if message != ("ready",):
+            self._kill()
+            return Crashed("protocol", f"the worker's first message was {message!r}, not ('ready',)")
+        return None
 
     def _crashed(self) -> Crashed:
         try:

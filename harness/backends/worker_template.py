@@ -151,16 +151,25 @@ def _kill(pid: int) -> None:
         pass
 
 
-def serve(handler_path: str, fd: int) -> None:
-    """A worker's loop (forked from a template, or spawned): answer requests on fd with the handler
-    until the parent closes it; the handler's own exceptions are replies, not worker deaths."""
+def serve(handler_path: str, fd: int, preload: str = "") -> None:
+    """A worker's loop (forked from a template, or spawned): import the handler's module and `preload`
+    (a spawned worker's PRELOAD; a forked one has the template's), say ('ready',), then answer requests on fd
+    with the handler until the parent closes it; the handler's own exceptions are replies, not worker deaths.
+    The parent waits for ('ready',) under the library-load limit, so the imports never count against a
+    call's timeout (harness.backends.worker)."""
     from multiprocessing.connection import Connection
 
     from harness.spec.dotted import resolve
 
     die_with_parent()
     handler = resolve(handler_path)
+    for name in filter(None, preload.split(",")):
+        try:
+            resolve(name)() if ":" in name else __import__(name)
+        except Exception:  # noqa: BLE001 - the handler meets the same error when it needs the library, and says so
+            pass
     conn = Connection(fd)
+    conn.send(("ready",))
     while True:
         try:
             request = conn.recv()
