@@ -1,8 +1,8 @@
 """Judging one output against the float64 reference.
 
-An element passes when |actual - expected| <= atol + rtol * |expected| (+ a per-element allowance a
-spec may add, e.g. for long reductions). Special values are patterns, not numbers: NaN where the
-reference has NaN and only there, infinities of the same sign; signed zero is ignored.
+An element passes when |actual - expected| <= harness.core.tolerance.allowed_error (atol + rtol * |expected|,
++ a per-element allowance a spec may add, e.g. for long reductions). Special values are patterns, not
+numbers: NaN where the reference has NaN and only there, infinities of the same sign; signed zero is ignored.
 """
 from __future__ import annotations
 
@@ -12,13 +12,7 @@ import numpy as np
 
 from harness.core import dtypes
 from harness.core.status import Problem
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    atol: float
-    rtol: float
-    source: str  # where the numbers came from, e.g. "default(float32)"
+from harness.core.tolerance import Tolerance, allowed_error  # noqa: F401 (Tolerance re-exported)
 
 
 @dataclass
@@ -59,7 +53,7 @@ def _at(mask: np.ndarray) -> str:
     return str([int(i) for i in np.unravel_index(int(np.flatnonzero(mask)[0]), mask.shape)])
 
 
-def _overflowed_to_inf(r: np.ndarray, dtype: str) -> np.ndarray:
+def judged_expected(r: np.ndarray, dtype: str) -> np.ndarray:
     """A finite float64 result beyond the dtype's range rounds to +/-inf: that is the expected value."""
     if dtype not in dtypes.FLOATS or dtype == "float64":
         return r
@@ -74,7 +68,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance
         return Comparison(False, int(expected.size), int(expected.size), problems=[
             f"shape {list(actual.shape)}, expected {list(expected.shape)}"], kinds=[Problem.SHAPE.value], tolerance=tol)
     a = actual.astype(np.float64)
-    r = _overflowed_to_inf(np.asarray(expected, dtype=np.float64), dtype)
+    r = judged_expected(np.asarray(expected, dtype=np.float64), dtype)
     result = Comparison(True, int(r.size), tolerance=tol)
     if r.size == 0:
         return result
@@ -93,9 +87,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance
 
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.where(finite_r & ~nan_a, np.abs(a - r), 0.0)  # inf when a is +/-inf
-        allowed = tol.atol + tol.rtol * np.abs(np.where(finite_r, r, 0.0))
-        if allowance is not None:
-            allowed = allowed + allowance
+        allowed = allowed_error(tol, r, allowance)
         budget = np.where(err == 0, 0.0, err / np.where(allowed > 0, allowed, np.inf))
         budget = np.where((err > 0) & (allowed == 0), np.inf, budget)
         rel = np.where(finite_r & (r != 0), err / np.abs(np.where(r != 0, r, 1.0)), 0.0)

@@ -1,4 +1,8 @@
-"""Per-element error allowances for reductions, on top of the dtype's atol + rtol.
+"""Tolerance, in one place: what a dtype or a spec allows, the reduction allowances, and the allowed error.
+
+An element passes when |actual - expected| <= allowed_error(...): atol + rtol * |expected| (0 where the
+expected value is not finite), plus the per-element allowance a spec may add for long reductions.
+`opconform run` (harness.core.compare), `mutate` and `run-onnx` all judge through `allowed_error`.
 
 A sum of K terms rounded in a dtype with unit roundoff u typically errs by about u * sqrt(K) times
 the sum of the terms' magnitudes (the worst case is K, not sqrt(K), but needs adversarial order).
@@ -13,9 +17,43 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.core import dtypes
+from harness.core.tensors import resolve_attributes
 from harness.spec.dotted import resolve
 from harness.spec.model import Spec
-from harness.core.tensors import resolve_attributes
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+    source: str  # where the numbers came from, e.g. "default(float32)"
+
+    def noted(self, note: str) -> Tolerance:
+        """The same numbers with a note on their provenance (an output's reduction term)."""
+        return Tolerance(self.atol, self.rtol, self.source + note) if note else self
+
+
+def default(dtype: str, atol: float, rtol: float) -> Tolerance:
+    """A spec directory's default for a dtype (its _defaults/tolerances.yaml)."""
+    return Tolerance(atol, rtol, f"default({dtype})")
+
+
+def tolerance_for(spec: Spec, dtype: str, defaults: dict[str, Tolerance]) -> Tolerance:
+    """The spec's own tolerance for the dtype, else the default of the spec's directory."""
+    if dtype in spec.tolerances:
+        t = spec.tolerances[dtype]
+        return Tolerance(t.atol, t.rtol, f"spec({dtype}): {t.reason}")
+    return defaults[dtype]
+
+
+def allowed_error(tolerance: Tolerance, expected: np.ndarray, allowance: np.ndarray | None = None) -> np.ndarray:
+    """The largest |actual - expected| each element may have: the one formula every verdict uses."""
+    expected = np.asarray(expected, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        allowed = tolerance.atol + tolerance.rtol * np.abs(np.where(np.isfinite(expected), expected, 0.0))
+        if allowance is not None:
+            allowed = allowed + allowance
+    return allowed
 
 
 def unit_roundoff(dtype: str) -> float:
@@ -30,7 +68,8 @@ def _per_output(value, count: int) -> list:
 
 def allowances(spec: Spec, inputs: dict, written: dict, dtype: str,
                expected: list[np.ndarray]) -> tuple[list[np.ndarray | None], list[str]]:
-    """(allowance array or None, provenance text) per output, in the spec's output order."""
+    """(allowance array or None, provenance text) per output, in the spec's output order (None where the
+    expected output is None: an output not compared)."""
     n = len(spec.outputs)
     if spec.accuracy is None:
         return [None] * n, [""] * n
@@ -42,11 +81,11 @@ def allowances(spec: Spec, inputs: dict, written: dict, dtype: str,
         with np.errstate(all="ignore"):
             magnitudes = _per_output(resolve(acc.magnitude)(**args, **attrs), n)
     else:
-        magnitudes = [np.abs(e) for e in expected]
+        magnitudes = [None if e is None else np.abs(e) for e in expected]
     accumulate = acc.accumulate.get(dtype, dtype) if dtype in dtypes.FLOATS else "float64"
     out, notes = [], []
     for k, m, e in zip(lengths, magnitudes, expected):
-        if m is None or k is None:
+        if m is None or k is None or e is None:
             out.append(None)
             notes.append("")
             continue

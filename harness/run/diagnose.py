@@ -21,7 +21,8 @@ from typing import Callable
 import numpy as np
 
 from harness.backends.reference import evaluate
-from harness.core.compare import Comparison, Tolerance, compare, json_number
+from harness.core.compare import Comparison, compare, json_number
+from harness.core.tolerance import Tolerance
 from harness.spec.model import BUILTIN_TRANSFORMS
 
 # Each takes the engine's Prepared case and gives float64 outputs, or None where it does not apply.

@@ -26,14 +26,14 @@ from harness.core import contract
 from harness.backends.base import Backend, Crashed, ForwardCall, Outcome, Outputs, Rejected, Request, TimedOut, Unsupported
 from harness.backends.reference import evaluate
 from harness.core.cases import Case
-from harness.core.compare import Tolerance, compare
+from harness.core.compare import compare
 from harness.run.diagnose import diagnose
 from harness.core.dtypes import NUMPY
 from harness.run.probe import capability
 from harness.spec.model import Divergence
 from harness.core.status import EXPLAINS, STATUSES, UNEXPECTED, Check, Failure, Problem, Status  # noqa: F401 (re-exported)
 from harness.core.tensors import CaseError, forward_call_parts, make_tensors
-from harness.core.tolerance import allowances
+from harness.core.tolerance import Tolerance, allowances
 
 
 @dataclass
@@ -197,7 +197,7 @@ def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, r
             problems.append(f"{out.name}: requested but not returned")
             continue
         want_dtype = spec.dtype_of(out, case.dtype)
-        output_tolerance = Tolerance(tolerance.atol, tolerance.rtol, tolerance.source + prepared.allowance_notes[index])
+        output_tolerance = tolerance.noted(prepared.allowance_notes[index])
         comparison = compare(actual, expected, want_dtype, output_tolerance, prepared.allowance[index])
         if actual.dtype != NUMPY[want_dtype]:
             comparison.fail(Problem.DTYPE, f"dtype {actual.dtype}, expected {want_dtype}", first=True)

@@ -29,9 +29,9 @@ import numpy as np
 from harness.core import dtypes
 from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, TimedOut, Unsupported
 from harness.backends.reference import evaluate
-from harness.core.compare import Tolerance, compare
+from harness.core.compare import compare
 from harness.run.engine import Prepared, Result, judge, new_result, request_for
-from harness.core.tolerance import allowances
+from harness.core.tolerance import Tolerance, allowances
 
 OUTPUT_SUBSET, OWN_SAVED_STATE, THREAD_INVARIANCE = "output_subset", "own_saved_state", "thread_invariance"
 INVARIANCE_THREADS = (1, 2)
