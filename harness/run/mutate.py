@@ -25,8 +25,10 @@ from harness.core import dtypes
 from harness.backends.base import Backend, Outputs, Request
 from harness.backends.reference import ReferenceBackend, evaluate
 from harness.core.cases import expand
+from harness.core.compare import judged_expected
 from harness.run.engine import Prepared, judge, prepare, request_for
 from harness.core.status import Status
+from harness.core.tolerance import allowed_error
 
 SURVIVOR_LIMIT = 2.0  # a surviving mutant larger than this many tolerances is a weakness of the spec
 ULP_STEPS = tuple(2 ** i for i in range(0, 21, 2))  # 1, 4, 16, ... 2^20
@@ -127,6 +129,13 @@ def _size(m: np.ndarray, expected: np.ndarray, allowed: np.ndarray, structural: 
     return float(np.nan_to_num(ratio, nan=np.inf, posinf=np.inf).max()) if ratio.size else 0.0
 
 
+def allowed_for(prepared: Prepared, tolerance, index: int) -> np.ndarray:
+    """The allowed error the judging uses for one output of a prepared case (its reduction allowance included)."""
+    spec, dtype = prepared.case.spec, prepared.case.dtype
+    expected = judged_expected(prepared.expected[index], spec.dtype_of(spec.outputs[index], dtype))
+    return allowed_error(tolerance, expected, prepared.allowance[index] if prepared.allowance else None)
+
+
 def mutants(spec, dtype: str, v: np.ndarray, prepared: Prepared, index: int):
     """(name, family, mutated output or None) for one output of one case."""
     for k in ULP_STEPS:
@@ -177,9 +186,7 @@ def mutate(catalog, ops: list[str] | None = None, tier: str = "ci", seed: int = 
                 if v is None or v.size == 0:
                     continue
                 expected = prepared.expected[index]
-                allowed = tolerance.atol + tolerance.rtol * np.abs(np.where(np.isfinite(expected), expected, 0.0))
-                if prepared.allowance and prepared.allowance[index] is not None:
-                    allowed = allowed + prepared.allowance[index]
+                allowed = allowed_for(prepared, tolerance, index)
                 for name, family, m in mutants(spec, case.dtype, v, prepared, index):
                     if m is None:
                         continue
