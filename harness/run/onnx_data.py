@@ -24,6 +24,7 @@ from harness.run.probe import capability
 from harness.run.runner import RunError
 from harness.core.spec_checks import unknown_name
 from harness.core.spec_loader import Catalog
+from harness.core.tolerance import allowances
 from harness.spec.model import declared_shape_key
 
 
@@ -245,16 +246,37 @@ def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_ou
         _write_dataset(write_outputs / dataset.parent.name, model, node, dataset, request, outcome)
     if not expected:
         return "pass", f"RAN {label}: no stored outputs to compare" + (" (outputs written)" if write_outputs else "")
-    tolerance = catalog.tolerance(request.spec, request.dtype)
+    spec = request.spec
+    tolerance = catalog.tolerance(spec, request.dtype)
+    stored = [expected[o.name].astype(np.float64) if o.name in expected else None for o in spec.outputs]
+    extra, allowance_notes, missing = _allowances(request, stored)
     notes, ok = [], True
-    for out_spec, actual in zip(request.spec.outputs, outcome.values):
-        if out_spec.name not in expected or actual is None:
+    for index, (out_spec, actual) in enumerate(zip(spec.outputs, outcome.values)):
+        if stored[index] is None or actual is None:
             continue
-        result = compare(actual, expected[out_spec.name].astype(np.float64), request.spec.dtype_of(out_spec, request.dtype), tolerance)
+        result = compare(actual, stored[index], spec.dtype_of(out_spec, request.dtype),
+                         tolerance.noted(allowance_notes[index]), extra[index])
         ok &= result.passed
         notes.append(f"{out_spec.name} max abs {result.max_abs:.3g}, tolerance used x{result.budget_used:.3g}"
                      + ("" if result.passed else f": {'; '.join(result.problems)}"))
+    if missing:
+        notes.append(missing)
     return ("pass" if ok else "fail"), f"{'PASS' if ok else 'FAIL'} {label}: " + " | ".join(notes)
+
+
+def _allowances(request: Request, stored: list) -> tuple[list, list[str], str | None]:
+    """The spec's reduction allowances for these inputs and attributes, as `opconform run` computes them
+    (harness.core.tolerance.allowances); where the directory lacks what they need (an input, an attribute),
+    none, and a note for the case's line saying the outputs were judged without them."""
+    spec = request.spec
+    try:
+        extra, notes = allowances(spec, {i.name: v for i, v in zip(spec.inputs, request.inputs)},
+                                  request.attributes, request.dtype, stored)
+        return extra, notes, None
+    except Exception as e:  # noqa: BLE001 - the spec's accuracy hooks on data opconform did not generate
+        return ([None] * len(spec.outputs), [""] * len(spec.outputs),
+                f"judged without the reduction allowance, which needs what this directory lacks "
+                f"({type(e).__name__}: {_one_line(e, 200)})")
 
 
 def _one_line(error: Exception, limit: int = 400) -> str:
