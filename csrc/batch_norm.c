@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include "half_blocks.h"
-#include "ops.h"
+#include "call.h"
 
 #define LANES 16
 #define MAX_BLOCK 64 /* channels per plane-mode block */
@@ -325,3 +325,19 @@ int32_t opc_exec_batchnorm_grad(opc_call *c, const void *plan_v, opc_tensor *out
     free(sums);
     return OPC_OK;
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+/* variance holds the saved inverse std; all inputs one dtype, float16 in float32 */
+static const int32_t DT_BN[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16};
+static const char *const BN_IN[] = {"dY", "X", "scale", "mean", "variance"};
+static const uint8_t BN_OPT[] = {0, 0, 0, 0, 0};
+static const char *const BN_OUT[] = {"X_grad", "scale_grad", "bias_grad"};
+static const char *const BN_ATTR[] = {"epsilon"};
+
+OPC_DEFINE_OP(BatchNormalizationGrad) = {
+    .desc = {.name = "BatchNormalizationGrad", OPC_INPUTS(BN_IN, BN_OPT), OPC_OUTPUTS(BN_OUT), OPC_DTYPES(DT_BN),
+             OPC_ATTRS(BN_ATTR),
+             .notes = "X [N, C, ...]; variance is the saved inverse std (> 0); epsilon required (>= 0), not used "
+                      "otherwise; every input one dtype"},
+    .prepare = opc_prep_batchnorm_grad, .exec = opc_exec_batchnorm_grad, .check = opc_check_batchnorm_grad};

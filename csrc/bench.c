@@ -3,7 +3,7 @@
  * kernels split their work, so `opconform bench` can state each kernel's GB/s as a fraction of it. */
 #include <omp.h>
 
-#include "internal.h"
+#include "call.h"
 
 void opc_triad_f32(float *a, const float *b, const float *c, float s, int64_t n, int32_t threads) {
     if (!a || !b || !c || n <= 0) return;

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 
 #include "blas.h"
-#include "ops.h"
+#include "call.h"
 
 #define MAXSP (OPC_MAX_RANK - 2)
 #define COL_BYTES (1 << 20) /* target size of one column buffer chunk */
@@ -642,3 +642,19 @@ int32_t opc_exec_conv(opc_call *c, const void *plan_v, opc_tensor *outs) {
     return conv_exec(c, q, c->in[0]->data, c->in[1]->data, c->in[2]->data, outs[0].data, outs[1].data,
                      outs[2].data);
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+/* float16 computed in float32, rounded once */
+static const int32_t DT_CONV[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16};
+static const char *const CONV_IN[] = {"dY", "X", "W"};
+static const uint8_t CONV_OPT[] = {0, 0, 0};
+static const char *const CONV_OUT[] = {"dX", "dW", "dB"};
+static const char *const CONV_ATTR[] = {"auto_pad", "kernel_shape", "pads", "strides", "dilations", "group"};
+
+OPC_DEFINE_OP(ConvGrad) = {
+    .desc = {.name = "ConvGrad", OPC_INPUTS(CONV_IN, CONV_OPT), OPC_OUTPUTS(CONV_OUT), OPC_DTYPES(DT_CONV),
+             OPC_ATTRS(CONV_ATTR),
+             .notes = "N-D conv (rank >= 3); all auto_pad modes honoured; any subset of outputs; explicit non-zero "
+                      "pads together with auto_pad != NOTSET are rejected"},
+    .prepare = opc_prep_conv, .exec = opc_exec_conv};

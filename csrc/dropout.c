@@ -8,7 +8,7 @@
 #include <omp.h>
 
 #include "half_blocks.h"
-#include "ops.h"
+#include "call.h"
 
 typedef struct {
     int32_t dtype;
@@ -135,3 +135,18 @@ int32_t opc_exec_dropout_grad(opc_call *c, const void *plan_v, opc_tensor *outs)
     }
     return OPC_OK;
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+/* mask and training_mode bool; ratio any float type; 16-bit dy computed in float32 */
+static const int32_t DT_DROPOUT[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16, OPC_BFLOAT16};
+static const char *const DROPOUT_IN[] = {"dy", "mask", "ratio", "training_mode"};
+static const uint8_t DROPOUT_OPT[] = {0, 0, 1, 1};
+static const char *const DROPOUT_OUT[] = {"dx"};
+
+OPC_DEFINE_OP(DropoutGrad) = {
+    .desc = {.name = "DropoutGrad", OPC_INPUTS(DROPOUT_IN, DROPOUT_OPT), OPC_OUTPUTS(DROPOUT_OUT),
+             OPC_DTYPES(DT_DROPOUT),
+             .notes = "dx = mask ? dy / (1 - ratio) : 0 in training mode with ratio > 0, else dy; ratio default 0.5 "
+                      "in [0, 1), training_mode default false; ratio and training_mode scalars"},
+    .prepare = opc_prep_dropout_grad, .exec = opc_exec_dropout_grad};

@@ -9,7 +9,7 @@
 #include <omp.h>
 
 #include "half_blocks.h"
-#include "ops.h"
+#include "call.h"
 #include "vmath.h"
 
 
@@ -278,3 +278,33 @@ int32_t opc_exec_ew(opc_call *c, const void *plan_v, opc_tensor *outs) {
     }
     return OPC_OK;
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+static const char *const IN_DY_X[] = {"dY", "X"};
+static const char *const IN_DY_Y[] = {"dY", "Y"};
+static const char *const IN_DY_X_B[] = {"dY", "X", "B"};
+static const uint8_t REQ2[] = {0, 0};
+static const uint8_t REQ3[] = {0, 0, 0};
+static const char *const OUT_DX[] = {"dX"};
+/* 16-bit types computed in float32, rounded once */
+static const int32_t DT_EW[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16, OPC_BFLOAT16};
+static const char *const ATTR_ALPHA[] = {"alpha"};
+
+#define EW_OP(NAME, IN, REQ, PREP, NOTES, ...)                                                              \
+    OPC_DEFINE_OP(NAME) = {.desc = {.name = #NAME, OPC_INPUTS(IN, REQ), OPC_OUTPUTS(OUT_DX), OPC_DTYPES(DT_EW), \
+                                    .notes = NOTES, __VA_ARGS__},                                            \
+                           .prepare = PREP, .exec = opc_exec_ew}
+
+EW_OP(ReluGrad, IN_DY_X, REQ2, opc_prep_relu, "dX = X > 0 ? dY : 0 (a select); the second input may be X or Y");
+EW_OP(SigmoidGrad, IN_DY_Y, REQ2, opc_prep_sigmoid, "dX = dY*Y*(1-Y)");
+EW_OP(TanhGrad, IN_DY_Y, REQ2, opc_prep_tanh, "dX = dY*(1-Y*Y)");
+EW_OP(QuickGeluGrad, IN_DY_X, REQ2, opc_prep_quickgelu,
+      "alpha default 1.702; alpha = 0 gives 0.5*dY even at X = +-inf", OPC_ATTRS(ATTR_ALPHA));
+EW_OP(LeakyReluGrad, IN_DY_Y, REQ2, opc_prep_leakyrelu, "alpha default 0.01; dX = Y > 0 ? dY : alpha*dY",
+      OPC_ATTRS(ATTR_ALPHA));
+EW_OP(GeluGrad, IN_DY_X, REQ2, opc_prep_gelu, "exact (erf) Gelu; limits 1 and 0 at +-inf");
+EW_OP(FastGeluGrad, IN_DY_X, REQ2, opc_prep_fastgelu, "tanh-approximation Gelu; limits 1 and 0 at +-inf");
+EW_OP(BiasGeluGrad_dX, IN_DY_X_B, REQ3, opc_prep_biasgelu, "GeluGrad at X + B, B 1-D over the last axis");
+EW_OP(BiasFastGeluGrad_dX, IN_DY_X_B, REQ3, opc_prep_biasfastgelu,
+      "FastGeluGrad at X + B, B 1-D over the last axis");

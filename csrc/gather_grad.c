@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "half_blocks.h"
-#include "ops.h"
+#include "call.h"
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -610,3 +610,29 @@ int32_t opc_exec_gather_elements_grad(opc_call *c, const void *plan_v, opc_tenso
     if (bad) return bad_index(c, ix, p->idx_dtype, cols * p->m, p->n);
     return OPC_OK;
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+/* shape int64 (or int32) values are dX's shape; indices int32 or int64 */
+static const char *const GG_IN[] = {"shape", "indices", "dY"};
+static const char *const GEG_IN[] = {"dY", "shape", "indices"};
+static const uint8_t GG_OPT[] = {0, 0, 0};
+static const char *const GG_OUT[] = {"dX"};
+static const char *const GG_ATTR[] = {"axis"};
+static const int32_t DT_GG[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16, OPC_BFLOAT16};
+static const int32_t DT_GEG[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16};
+
+OPC_DEFINE_OP(GatherGrad) = {
+    .desc = {.name = "GatherGrad", OPC_INPUTS(GG_IN, GG_OPT), OPC_OUTPUTS(GG_OUT), OPC_DTYPES(DT_GG),
+             OPC_ATTRS(GG_ATTR),
+             .notes = "dX = zeros(shape values); dX[.., indices[j], ..] += dY[.., j, ..] along axis (default 0); "
+                      "indices in [-dim, dim) checked; 16-bit summed in float32"},
+    .prepare = opc_prep_gather_grad, .exec = opc_exec_gather_grad, .check = opc_check_gather_grad};
+
+OPC_DEFINE_OP(GatherElementsGrad) = {
+    .desc = {.name = "GatherElementsGrad", OPC_INPUTS(GEG_IN, GG_OPT), OPC_OUTPUTS(GG_OUT), OPC_DTYPES(DT_GEG),
+             OPC_ATTRS(GG_ATTR),
+             .notes = "dX = zeros(shape values); dX[p with p[axis] = indices[p]] += dY[p]; indices in [-dim, dim) "
+                      "checked; float16 summed in float32"},
+    .prepare = opc_prep_gather_elements_grad, .exec = opc_exec_gather_elements_grad,
+    .check = opc_check_gather_elements_grad};

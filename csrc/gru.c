@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "blas.h"
-#include "ops.h"
+#include "call.h"
 #include "rnn_common.h"
 #include "vmath.h"
 
@@ -194,3 +194,32 @@ int32_t opc_exec_gru_grad(opc_call *c, const void *plan, opc_tensor *outs) {
     opc_blas_set_threads(prev);
     return s;
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+/* The schema's T is float32; float64 is computed for the library's own precision tests. */
+static const int32_t DT_F32[] = {OPC_FLOAT};
+static const int32_t DT_F64[] = {OPC_DOUBLE};
+static const char *const GRUT_IN[] = {"X", "W", "R", "B", "sequence_lens", "initial_h"};
+static const uint8_t GRUT_OPT[] = {0, 0, 0, 1, 1, 1};
+static const char *const GRUT_OUT[] = {"HAll", "Ht", "ZRH"};
+static const char *const GRUG_IN[] = {"X", "W", "R", "B", "sequence_lens", "initial_h",
+                                      "HAll", "ZRH", "grad_HAll", "grad_Ht"};
+static const uint8_t GRUG_OPT[] = {0, 0, 0, 1, 1, 1, 0, 0, 1, 1};
+static const char *const GRUG_OUT[] = {"dX", "dW", "dR", "dB", "dH0"};
+static const char *const GRU_ATTR[] = {"hidden_size", "direction", "activations", "activation_alpha",
+                                       "activation_beta", "clip", "linear_before_reset"};
+/* not in the training schema: ONNX GRU's layout, accepted at 0 only */
+static const char *const GRU_EXTRA_ATTR[] = {"layout"};
+
+OPC_DEFINE_OP(GRUTraining) = {
+    .desc = {.name = "GRUTraining", OPC_INPUTS(GRUT_IN, GRUT_OPT), OPC_OUTPUTS(GRUT_OUT), OPC_DTYPES(DT_F32),
+             OPC_ATTRS(GRU_ATTR), OPC_EXTRA_DTYPES(DT_F64), OPC_EXTRA_ATTRS(GRU_EXTRA_ATTR), .notes = "layout 0 only"},
+    .prepare = opc_prep_gru_train, .exec = opc_exec_gru_train};
+
+OPC_DEFINE_OP(GRUGrad) = {
+    .desc = {.name = "GRUGrad", OPC_INPUTS(GRUG_IN, GRUG_OPT), OPC_OUTPUTS(GRUG_OUT), OPC_DTYPES(DT_F32),
+             OPC_ATTRS(GRU_ATTR), OPC_EXTRA_DTYPES(DT_F64), OPC_EXTRA_ATTRS(GRU_EXTRA_ATTR),
+             .notes = "as GRUTraining; LeakyRelu and Elu with alpha < 0 rejected (not invertible from the saved ZRH); "
+                      "missing B, initial_h, grad_HAll, grad_Ht count as zeros"},
+    .prepare = opc_prep_gru_grad, .exec = opc_exec_gru_grad};

@@ -10,7 +10,7 @@
 #include <immintrin.h>
 #endif
 
-#include "internal.h"
+#include "call.h"
 
 #define HALF_BLOCK 1024
 

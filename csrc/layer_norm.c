@@ -11,7 +11,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
-#include "ops.h"
+#include "call.h"
 
 #define CHUNK 32 /* rows per column-partial chunk: fixed, so the summation order never depends on threads */
 
@@ -200,3 +200,27 @@ int32_t opc_exec_layernorm_grad(opc_call *c, const void *plan_v, opc_tensor *out
     free(part), free(inv), free(mu);
     return OPC_OK;
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+/* float16 computed in float32; statistics float32 or float64 */
+static const int32_t DT_LN[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16};
+static const char *const LN_IN[] = {"Y_grad", "X", "scale", "mean", "inv_std_var"};
+static const uint8_t LN_OPT[] = {0, 0, 0, 0, 0};
+static const char *const RMS_IN[] = {"Y_grad", "X", "scale", "inv_std_var"};
+static const uint8_t RMS_OPT[] = {0, 0, 0, 0};
+static const char *const LN_OUT[] = {"X_grad", "scale_grad", "bias_grad"};
+static const char *const RMS_OUT[] = {"X_grad", "scale_grad"};
+static const char *const LN_ATTR[] = {"axis"};
+
+OPC_DEFINE_OP(LayerNormalizationGrad) = {
+    .desc = {.name = "LayerNormalizationGrad", OPC_INPUTS(LN_IN, LN_OPT), OPC_OUTPUTS(LN_OUT), OPC_DTYPES(DT_LN),
+             OPC_ATTRS(LN_ATTR),
+             .notes = "rows = dims from axis (default -1) on; mean / inv_std_var one per row, float32 or float64"},
+    .prepare = opc_prep_layernorm_grad, .exec = opc_exec_layernorm_grad};
+
+OPC_DEFINE_OP(SimplifiedLayerNormalizationGrad) = {
+    .desc = {.name = "SimplifiedLayerNormalizationGrad", OPC_INPUTS(RMS_IN, RMS_OPT), OPC_OUTPUTS(RMS_OUT),
+             OPC_DTYPES(DT_LN), OPC_ATTRS(LN_ATTR),
+             .notes = "RMSNorm; rows = dims from axis (default -1) on; inv_std_var one per row, float32 or float64"},
+    .prepare = opc_prep_rmsnorm_grad, .exec = opc_exec_layernorm_grad};

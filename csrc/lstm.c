@@ -20,7 +20,7 @@
 #include <stdlib.h>
 
 #include "blas.h"
-#include "ops.h"
+#include "call.h"
 #include "rnn_common.h"
 #include "vmath.h"
 
@@ -278,3 +278,37 @@ int32_t opc_exec_lstm_grad(opc_call *c, const void *plan, opc_tensor *outs) {
     opc_blas_set_threads(prev);
     return s;
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+/* The schema's T is float32; float64 is computed for the library's own precision tests. */
+static const int32_t DT_F32[] = {OPC_FLOAT};
+static const int32_t DT_F64[] = {OPC_DOUBLE};
+static const char *const LSTMT_IN[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+static const uint8_t LSTMT_OPT[] = {0, 0, 0, 1, 1, 1, 1, 1};
+static const char *const LSTMT_OUT[] = {"HAll", "Ht", "Ct", "CAll", "IOFC"};
+static const char *const LSTMG_IN[] = {"X", "W", "R", "sequence_lens", "initial_h", "initial_c",
+                                       "HAll", "CAll", "IOFC", "grad_HAll", "grad_Ht", "grad_Ct"};
+static const uint8_t LSTMG_OPT[] = {0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1};
+static const char *const LSTMG_OUT[] = {"dX", "dW", "dR", "dB", "dH0", "dC0", "dP"};
+static const char *const LSTM_ATTR[] = {"hidden_size", "direction", "activations", "activation_alpha",
+                                        "activation_beta", "clip", "input_forget"};
+/* LSTMGrad: dB_shape / dP_shape, the shapes a model declares for dB and dP (B and P are no inputs) */
+static const char *const LSTMG_ATTR[] = {"hidden_size", "direction", "activations", "activation_alpha",
+                                         "activation_beta", "clip", "input_forget", "dB_shape", "dP_shape"};
+
+OPC_DEFINE_OP(LSTMTraining) = {
+    .desc = {.name = "LSTMTraining", OPC_INPUTS(LSTMT_IN, LSTMT_OPT), OPC_OUTPUTS(LSTMT_OUT), OPC_DTYPES(DT_F32),
+             OPC_ATTRS(LSTM_ATTR), OPC_EXTRA_DTYPES(DT_F64),
+             .notes = "gates i, o, f, c; IOFC holds their post-activation values; P = [Pi, Po, Pf]; missing B, "
+                      "initial_h, initial_c, P count as zeros (P absent: no peephole terms at all)"},
+    .prepare = opc_prep_lstm_train, .exec = opc_exec_lstm_train};
+
+OPC_DEFINE_OP(LSTMGrad) = {
+    .desc = {.name = "LSTMGrad", OPC_INPUTS(LSTMG_IN, LSTMG_OPT), OPC_OUTPUTS(LSTMG_OUT), OPC_DTYPES(DT_F32),
+             OPC_ATTRS(LSTMG_ATTR), OPC_EXTRA_DTYPES(DT_F64),
+             .notes = "the gradient of an LSTM without peepholes (dP at P = 0; dB although B is no input); clip "
+                      "rejected (invalid: the saved gates cannot tell where it cut); f or g LeakyRelu / Elu with "
+                      "alpha < 0 rejected (not invertible from the saved IOFC); missing initial_h, initial_c, grad_* "
+                      "count as zeros; dB_shape / dP_shape (optional) must be [D, 8H] / [D, 3H]"},
+    .prepare = opc_prep_lstm_grad, .exec = opc_exec_lstm_grad};

@@ -117,6 +117,13 @@ typedef struct {
     int32_t n_attrs;                /* attribute names the op accepts */
     const char *const *attr_names;
     const char *notes;              /* features rejected with OPC_ERR_NOT_IMPLEMENTED, etc. */
+    /* Accepted beyond the op schema (its spec): dtypes and attributes the library's own tests use (float64
+     * precision checks, a layout fixed at 0). dtypes and attr_names above stay within the schema's; the
+     * harness offers runs only those. */
+    int32_t n_extra_dtypes;
+    const int32_t *extra_dtypes;
+    int32_t n_extra_attrs;
+    const char *const *extra_attr_names;
 } opc_op_desc;
 
 /* Number of ops, and the i-th (NULL when out of range). */

@@ -16,7 +16,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
-#include "ops.h"
+#include "call.h"
 
 /* ---- shared: dX_shape ----------------------------------------------------------------------- */
 
@@ -505,3 +505,29 @@ int32_t opc_exec_avgpool_grad(opc_call *c, const void *plan_v, opc_tensor *outs)
     if (failed) return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "cannot allocate a %lld-element scratch plane", (long long)ys);
     return OPC_OK;
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+/* ai.onnx domain: dX_shape is the shape the model declares for dX */
+static const int32_t DT_POOL[] = {OPC_FLOAT, OPC_DOUBLE};
+static const char *const MPG_IN[] = {"dY", "Indices"};
+static const uint8_t MPG_OPT[] = {0, 0};
+static const char *const MPG_ATTR[] = {"dX_shape"};
+static const char *const APG_IN[] = {"dY"};
+static const uint8_t APG_OPT[] = {0};
+static const char *const APG_ATTR[] = {"kernel_shape", "strides", "auto_pad", "pads", "count_include_pad",
+                                       "ceil_mode", "dX_shape"};
+static const char *const POOL_OUT[] = {"dX"};
+
+OPC_DEFINE_OP(MaxPoolGrad) = {
+    .desc = {.name = "MaxPoolGrad", OPC_INPUTS(MPG_IN, MPG_OPT), OPC_OUTPUTS(POOL_OUT), OPC_DTYPES(DT_POOL),
+             OPC_ATTRS(MPG_ATTR),
+             .notes = "dX.flat[Indices] += dY; dX_shape (required) is X's shape; every index checked"},
+    .prepare = opc_prep_maxpool_grad, .exec = opc_exec_maxpool_grad, .check = opc_check_maxpool_grad};
+
+OPC_DEFINE_OP(AveragePoolGrad) = {
+    .desc = {.name = "AveragePoolGrad", OPC_INPUTS(APG_IN, APG_OPT), OPC_OUTPUTS(POOL_OUT), OPC_DTYPES(DT_POOL),
+             OPC_ATTRS(APG_ATTR),
+             .notes = "1-D to 3-D; auto_pad, pads, strides, count_include_pad, ceil_mode; dX_shape (required) is "
+                      "X's shape"},
+    .prepare = opc_prep_avgpool_grad, .exec = opc_exec_avgpool_grad};

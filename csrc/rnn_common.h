@@ -7,7 +7,7 @@
 #include <ctype.h>
 
 #include "blas.h"
-#include "internal.h"
+#include "call.h"
 
 /* The ONNX RNN activations (names case-insensitive). alpha / beta: whether the function takes them
  * and its default (NAN: none, the value must be given), those of the ONNX op of the same name. */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "half_blocks.h"
-#include "ops.h"
+#include "call.h"
 #include "vmath.h"
 
 enum { SCE_NONE, SCE_SUM, SCE_MEAN };
@@ -269,3 +269,19 @@ int32_t opc_exec_sce_loss_grad(opc_call *c, const void *plan_v, opc_tensor *outs
     free(scale);
     return OPC_OK;
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+/* label int32 or int64; 16-bit types computed in float32 */
+static const int32_t DT_SCE[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16, OPC_BFLOAT16};
+static const char *const SCE_IN[] = {"dY", "log_prob", "label", "weight"};
+static const uint8_t SCE_OPT[] = {0, 0, 0, 1};
+static const char *const SCE_OUT[] = {"d_logits"};
+static const char *const SCE_ATTR[] = {"reduction", "ignore_index"};
+
+OPC_DEFINE_OP(SoftmaxCrossEntropyLossGrad) = {
+    .desc = {.name = "SoftmaxCrossEntropyLossGrad", OPC_INPUTS(SCE_IN, SCE_OPT), OPC_OUTPUTS(SCE_OUT),
+             OPC_DTYPES(DT_SCE), OPC_ATTRS(SCE_ATTR),
+             .notes = "log_prob [N, C, d1..dk], label [N, d1..dk] each in [0, C) or ignore_index (checked), weight "
+                      "[C]; reduction none, sum or mean (default); mean's weight sum in double, in element order"},
+    .prepare = opc_prep_sce_loss_grad, .exec = opc_exec_sce_loss_grad, .check = opc_check_sce_loss_grad};

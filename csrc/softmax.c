@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "half_blocks.h"
-#include "ops.h"
+#include "call.h"
 #include "vmath.h"
 
 
@@ -259,3 +259,29 @@ int32_t opc_exec_softmax(opc_call *c, const void *plan_v, opc_tensor *outs) {
     }
     return OPC_OK;
 }
+
+/* ---- registry entries (listed in ops.def; held against the specs by tests/openmp/test_descriptors.py) ---- */
+
+static const char *const SM_IN[] = {"dY", "Y"}; /* LogSoftmaxGrad's Y: the LogSoftmax output */
+static const uint8_t SM_REQ[] = {0, 0};
+static const char *const SM_OUT[] = {"dX"};
+static const char *const SM_ATTR[] = {"axis"};
+/* f16/bf16 accumulate in float32 */
+static const int32_t DT_SOFTMAX[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16, OPC_BFLOAT16};
+/* LogSoftmaxGrad's schema has no bfloat16; the kernel, shared with SoftmaxGrad, takes it for the library's tests */
+static const int32_t DT_LOGSOFTMAX[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16};
+static const int32_t DT_BF16[] = {OPC_BFLOAT16};
+
+#define SM_OP(NAME, PREP, DTS, NOTES, ...)                                                                  \
+    OPC_DEFINE_OP(NAME) = {.desc = {.name = #NAME, OPC_INPUTS(SM_IN, SM_REQ), OPC_OUTPUTS(SM_OUT), OPC_DTYPES(DTS), \
+                                    OPC_ATTRS(SM_ATTR), .notes = NOTES, __VA_ARGS__},                        \
+                           .prepare = PREP, .exec = opc_exec_softmax}
+
+SM_OP(SoftmaxGrad, opc_prep_softmax, DT_SOFTMAX,
+      "legacy: 2-D coercion at axis (default 1); f16/bf16 accumulate in float32");
+SM_OP(SoftmaxGrad_13, opc_prep_softmax13, DT_SOFTMAX,
+      "reduces over the single axis (default -1); f16/bf16 accumulate in float32");
+SM_OP(LogSoftmaxGrad, opc_prep_logsoftmax, DT_LOGSOFTMAX,
+      "second input is the LogSoftmax output; legacy 2-D coercion (default axis 1)", OPC_EXTRA_DTYPES(DT_BF16));
+SM_OP(LogSoftmaxGrad_13, opc_prep_logsoftmax13, DT_LOGSOFTMAX,
+      "second input is the LogSoftmax output; single axis (default -1)", OPC_EXTRA_DTYPES(DT_BF16));

@@ -117,6 +117,10 @@ class _OpDesc(ctypes.Structure):
         ("n_attrs", ctypes.c_int32),
         ("attr_names", ctypes.POINTER(ctypes.c_char_p)),
         ("notes", ctypes.c_char_p),
+        ("n_extra_dtypes", ctypes.c_int32),
+        ("extra_dtypes", ctypes.POINTER(ctypes.c_int32)),
+        ("n_extra_attrs", ctypes.c_int32),
+        ("extra_attr_names", ctypes.POINTER(ctypes.c_char_p)),
     ]
 
 
@@ -324,6 +328,9 @@ def _desc_dict(d: _OpDesc) -> dict[str, Any]:
         "dtypes": [str(_CODE_DTYPES[d.dtypes[i]]) for i in range(d.n_dtypes)],
         "attributes": [d.attr_names[i].decode() for i in range(d.n_attrs)],
         "notes": d.notes.decode() if d.notes else "",
+        # accepted beyond the op's schema (the library's own tests), never offered to runs
+        "extra_dtypes": [str(_CODE_DTYPES[d.extra_dtypes[i]]) for i in range(d.n_extra_dtypes)],
+        "extra_attributes": [d.extra_attr_names[i].decode() for i in range(d.n_extra_attrs)],
     }
 
 
@@ -340,9 +347,10 @@ def op_info(op: str) -> dict[str, Any] | None:
 
 
 def supported_dtypes(op: str) -> list[str]:
-    """NumPy dtype names ('float32', 'bfloat16', ...) the library supports for op; [] if unknown."""
+    """NumPy dtype names ('float32', 'bfloat16', ...) the library computes op in, its schema's and the extra
+    ones its own tests use (op_info's dtypes and extra_dtypes); [] if unknown."""
     info = op_info(op)
-    return info["dtypes"] if info else []
+    return info["dtypes"] + info["extra_dtypes"] if info else []
 
 
 def build_info() -> dict[str, Any]:

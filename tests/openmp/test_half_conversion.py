@@ -1,4 +1,4 @@
-"""The C library's float16 conversions (csrc/internal.h) give F16C's bits for every input, at every ISA level.
+"""The C library's float16 conversions (csrc/call.h) give F16C's bits for every input, at every ISA level.
 
 The baseline and avx512 builds convert with integer and float operations GCC can vectorise, the avx2 build
 with F16C itself. Each level's form, compiled with the flags CMakeLists.txt builds that level with, is
@@ -33,7 +33,7 @@ void ref_narrow(const float *f, uint16_t *h, long n) {
 
 CHECK = r"""
 #include <stdio.h>
-#include "internal.h"
+#include "call.h"
 void ref_widen(const uint16_t *h, float *f, long n);
 void ref_narrow(const float *f, uint16_t *h, long n);
 #define CHUNK 65536

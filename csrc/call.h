@@ -1,6 +1,8 @@
-/* Internal helpers shared by the op files: call context, errors, attributes, sizes, dtypes. */
-#ifndef OPC_INTERNAL_H
-#define OPC_INTERNAL_H
+/* The helper floor every op file calls (implemented in call.c): call context, errors, attributes, tensors,
+ * dtypes, threads, and the op entry type an op file defines with OPC_DEFINE_OP. Depends on nothing but the
+ * public header; the registry (api.c) depends on the op files, never the other way. */
+#ifndef OPC_CALL_H
+#define OPC_CALL_H
 
 #include <math.h>
 #include <stdarg.h>
@@ -46,6 +48,24 @@ typedef struct {
     opc_exec_fn exec;
     opc_check_fn check; /* NULL: no value of an input can make the call invalid */
 } opc_op_entry;
+
+/* An op's registry entry, defined once in the op's own C file next to its kernel (with its signature
+ * arrays) and listed once in ops.def, from which api.c builds the registry:
+ *     OPC_DEFINE_OP(ReluGrad) = {.desc = {.name = "ReluGrad", OPC_INPUTS(IN, OPT), OPC_OUTPUTS(OUT),
+ *                                         OPC_DTYPES(DT), OPC_ATTRS(ATTR), .notes = "..."},
+ *                                .prepare = ..., .exec = ..., .check = ...};
+ * tests/openmp/test_descriptors.py holds every descriptor against the op's spec. */
+#define OPC_DEFINE_OP(NAME) const opc_op_entry opc_op_##NAME
+#define OPC_COUNT(a) ((int32_t)(sizeof(a) / sizeof((a)[0])))
+/* names and optionality (0/1 per input); arrays of different lengths fail to compile */
+#define OPC_INPUTS(names, optional)                                                                          \
+    .n_inputs = OPC_COUNT(names), .input_names = (names),                                                    \
+    .input_optional = (optional) + 0 * sizeof(char[OPC_COUNT(names) == (int32_t)sizeof(optional) ? 1 : -1])
+#define OPC_OUTPUTS(names) .n_outputs = OPC_COUNT(names), .output_names = (names)
+#define OPC_DTYPES(codes) .n_dtypes = OPC_COUNT(codes), .dtypes = (codes)
+#define OPC_ATTRS(names) .n_attrs = OPC_COUNT(names), .attr_names = (names)
+#define OPC_EXTRA_DTYPES(codes) .n_extra_dtypes = OPC_COUNT(codes), .extra_dtypes = (codes)
+#define OPC_EXTRA_ATTRS(names) .n_extra_attrs = OPC_COUNT(names), .extra_attr_names = (names)
 
 /* The whole library is built once per ISA level (CMakeLists.txt: -march per level, one .so each), so
  * hot loops need no per-function clones; CLONES is kept as a marker of the vectorised loops. */
