@@ -3,11 +3,22 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
+
+# The C op table (one OPC_OP(<op>, "<file>") line per op): the registry's order and each op's C file.
+C_OP_TABLE = Path(__file__).resolve().parents[2] / "csrc" / "ops.def"
+
+
+def c_op_table() -> list[tuple[str, str]]:
+    """(op, its C file) per line of csrc/ops.def, in registry order."""
+    return re.findall(r'^OPC_OP\((\w+), *"([\w./-]+)"\)', C_OP_TABLE.read_text(), re.MULTILINE)
+
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 _erfc = np.frompyfunc(math.erfc, 1, 1)

@@ -9,14 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .omp_helpers import run_isolated
+from .omp_helpers import c_op_table, run_isolated
 
 REPO = Path(__file__).resolve().parents[2]
-ALL_OPS = ["ReluGrad", "SigmoidGrad", "TanhGrad", "QuickGeluGrad", "LeakyReluGrad", "GeluGrad", "FastGeluGrad",
-           "BiasGeluGrad_dX", "BiasFastGeluGrad_dX", "SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
-           "LogSoftmaxGrad_13", "ConvGrad", "GRUTraining", "GRUGrad", "LSTMTraining", "LSTMGrad", "LayerNormalizationGrad",
-           "SimplifiedLayerNormalizationGrad", "BatchNormalizationGrad", "MaxPoolGrad", "AveragePoolGrad", "DropoutGrad",
-           "SoftmaxCrossEntropyLossGrad", "GatherGrad", "GatherElementsGrad"]
+# The C op table (csrc/ops.def), in registry order; test_descriptors.py holds each op against its spec.
+ALL_OPS = [op for op, _ in c_op_table()]
 
 
 def test_op_list_and_info(lib):
@@ -214,7 +211,7 @@ def test_queries_out_of_range():
 
 # ---- build failures give a clear message -----------------------------------------------------
 
-def _configure(tmp_path, env_extra) -> tuple[int, str]:
+def _configure(tmp_path, env_extra, source=REPO) -> tuple[int, str]:
     cmake = shutil.which("cmake")
     if cmake is None:
         pytest.skip("cmake is not on PATH")
@@ -222,7 +219,7 @@ def _configure(tmp_path, env_extra) -> tuple[int, str]:
 
     env = dict(os.environ, **env_extra)
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-    r = subprocess.run([cmake, "-S", str(REPO), "-B", str(tmp_path / "b"), *gen, f"-DPython_EXECUTABLE={sys.executable}"],
+    r = subprocess.run([cmake, "-S", str(source), "-B", str(tmp_path / "b"), *gen, f"-DPython_EXECUTABLE={sys.executable}"],
                        capture_output=True, text=True, env=env, timeout=120)
     return r.returncode, " ".join((r.stdout + r.stderr).split())  # CMake wraps long messages
 
@@ -231,6 +228,19 @@ def test_missing_compiler_message(tmp_path):
     rc, out = _configure(tmp_path, {"CC": str(tmp_path / "no-such-cc")})
     assert rc != 0
     assert "opconform: no C compiler found" in out
+
+
+def test_an_op_table_line_without_its_definition_fails_the_configure_saying_what_to_do(tmp_path):
+    """ops.def names each op's C file; a file that does not define the op stops the build before compiling."""
+    source = tmp_path / "src"
+    shutil.copytree(REPO / "csrc", source / "csrc")
+    shutil.copy(REPO / "CMakeLists.txt", source)
+    with open(source / "csrc" / "ops.def", "a") as f:
+        f.write('OPC_OP(FusedMatMulGrad, "matmul.c")\n')
+    rc, out = _configure(tmp_path, {}, source)
+    assert rc != 0
+    assert ("csrc/ops.def lists FusedMatMulGrad in csrc/matmul.c, which does not define it. Define its entry there, "
+            "next to its kernel: OPC_DEFINE_OP(FusedMatMulGrad)") in out, out
 
 
 def test_missing_openmp_message(tmp_path):
