@@ -37,7 +37,8 @@ def test_same_run_same_results_file(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "--ops", "ReluGard"], "opconform: error: unknown op 'ReluGard'; did you mean 'ReluGrad'?"),
-    (["run", "--backends", "onnxruntime"], "opconform: error: unknown backend 'onnxruntime' (known: reference, openmp, ort, ort-cuda, ort-autograd); or onnx-backend:MODULE"),
+    (["run", "--backends", "onnxruntime"], "opconform: error: unknown backend 'onnxruntime' "
+                                           "(known: reference, openmp, ort, ort-cuda, ort-autograd); or onnx-backend:MODULE"),
     (["run-onnx", "x", "--backend", "cuda"], "opconform: error: unknown backend 'cuda'; did you mean 'ort-cuda'? (known: "),
     (["run", "--specs", "/nonexistent"], "opconform: spec error: /nonexistent: no such spec directory"),
 ])

@@ -175,7 +175,8 @@ def test_a_hang_within_the_group_timeout_is_reported_as_a_declared_hang(catalog)
 
     result = judge(prepare(case), Hangs(), catalog.tolerance(case.spec, case.dtype))
     assert result.failure == "hang" and result.status == "divergent"
-    assert result.divergence == "ort-convgrad-short-attribute-oob" and "within its 3 s `timeout` of group dilations_too_short" in result.detail
+    assert result.divergence == "ort-convgrad-short-attribute-oob"
+    assert "within its 3 s `timeout` of group dilations_too_short" in result.detail
 
 
 # --- onnxruntime-training, when installed: the evidence behind the auto_pad divergence -------------------------

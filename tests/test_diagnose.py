@@ -57,10 +57,13 @@ def test_legacy_axis_kernel_for_softmaxgrad_13_is_named(catalog):
 @pytest.mark.parametrize("op, function, name, groups", [
     ("SoftmaxGrad", "reference.ops.softmax:softmax_grad_13", "single-axis Softmax-13 semantics (SoftmaxGrad_13)", {"rank4"}),
     ("SoftmaxGrad_13", "reference.ops.softmax:log_softmax_grad_13", "LogSoftmax gradient formula (dY - exp(Y) * sum(dY))", {"rank3"}),
-    ("LogSoftmaxGrad_13", "reference.ops.softmax:log_softmax_grad", "legacy LogSoftmaxGrad axis semantics (coerced to 2-D at axis)", {"rank3"}),
+    ("LogSoftmaxGrad_13", "reference.ops.softmax:log_softmax_grad",
+     "legacy LogSoftmaxGrad axis semantics (coerced to 2-D at axis)", {"rank3"}),
     ("GeluGrad", "reference.ops.activations:fast_gelu_grad", "tanh approximation of GELU (FastGeluGrad)", {"basic", "wide_range"}),
-    ("ReluGrad", "reference.ops.alternatives:relu_grad_as_product", "mask multiplied, not selected (NaN/inf in dY leak where X <= 0)", {"special_values"}),
-    ("SigmoidGrad", "reference.ops.alternatives:sigmoid_grad_of_input", "second input taken as Sigmoid's input X, not its output Y", {"basic"}),
+    ("ReluGrad", "reference.ops.alternatives:relu_grad_as_product",
+     "mask multiplied, not selected (NaN/inf in dY leak where X <= 0)", {"special_values"}),
+    ("SigmoidGrad", "reference.ops.alternatives:sigmoid_grad_of_input",
+     "second input taken as Sigmoid's input X, not its output Y", {"basic"}),
     ("TanhGrad", "wrong_references:tanh_grad_transposed", "output transposed", {"basic"}),
     ("TanhGrad", "reference.ops.activations:sigmoid_grad", "SigmoidGrad formula dY * Y * (1 - Y)", {"basic"}),
 ])

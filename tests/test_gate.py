@@ -122,7 +122,8 @@ def test_shards_merge_into_the_run_they_split(tmp_path, capsys):
     summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert summary["totals"] == json.loads((tmp_path / "whole" / "summary.json").read_text())["totals"]
 
-    code = main(["merge", str(tmp_path / "shard1"), "--out", str(tmp_path / "half"), "--specs", str(project / "specs"), "--no-builtin-specs"])
+    code = main(["merge", str(tmp_path / "shard1"), "--out", str(tmp_path / "half"), "--specs", str(project / "specs"),
+                 "--no-builtin-specs"])
     assert code == 1 and "shard(s) 2 of 2 missing" in capsys.readouterr().out
     code = main(["merge", str(tmp_path / "shard1"), str(tmp_path / "shard1"), "--out", str(tmp_path / "twice"),
                  "--specs", str(project / "specs"), "--no-builtin-specs"])

@@ -221,7 +221,8 @@ def test_from_schema_bool_inputs_get_a_mask_generator(project, capsys):
 
 def test_inputs_and_outputs_any_signature(project, capsys):
     specs = project / "specs"
-    assert main(["new-op", "ScaleGrad", "--inputs", "dY,X,scale", "--outputs", "dX,dscale", "--specs", str(specs), "--no-builtin-specs"]) == 0
+    assert main(["new-op", "ScaleGrad", "--inputs", "dY,X,scale", "--outputs", "dX,dscale", "--specs", str(specs),
+                 "--no-builtin-specs"]) == 0
     capsys.readouterr()
     spec_path = specs / "com.microsoft" / "ScaleGrad.yaml"
     text = spec_path.read_text()

@@ -7,7 +7,8 @@ install --no-deps`, and the dependencies (numpy, onnxruntime-training, ...) come
 site-packages through a directory of links to each of its entries except this project's own (the
 editable install's finder and .pth files, harness/ with its built libraries, opconform's metadata): the
 installed package cannot fall back on the repository. The CMake build directory is kept in build/ so
-that a second run rebuilds only what changed (the first builds the kernels: ~35 s of CPU). One test function, so that `pytest -n 2` builds once.
+that a second run rebuilds only what changed (the first builds the kernels: ~35 s of CPU). One test function,
+so that `pytest -n 2` builds once.
 """
 import importlib.util
 import json

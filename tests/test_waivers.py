@@ -214,8 +214,8 @@ def test_a_waiver_never_overrides_a_known_divergence(capsys, spec_copy, tmp_path
     # ORT's GeluGrad inf results are a spec's known divergence: a waiver on the same cases waives nothing.
     write_waivers(spec_copy, waiver(match_op="GeluGrad", match_cases=["infinities/*"], match_dtypes=["float32"]),
                   backend="ort")
-    code = main(["run", "--specs", str(spec_copy), "--no-builtin-specs", "--ops", "GeluGrad", "--backends", "ort", "--cases", "*infinities/*",
-                 "--out", str(tmp_path / "r"), "--no-progress"])
+    code = main(["run", "--specs", str(spec_copy), "--no-builtin-specs", "--ops", "GeluGrad", "--backends", "ort",
+                 "--cases", "*infinities/*", "--out", str(tmp_path / "r"), "--no-progress"])
     out = capsys.readouterr().out
     records = read_results(tmp_path / "r")
     assert {r["status"] for r in records if r["dtype"] == "float32"} == {"divergent"}

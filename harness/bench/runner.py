@@ -481,7 +481,8 @@ def table(doc: dict) -> str:
              + ("; --quick: a few repetitions only, rough figures" if doc.get("quick") else ""),
              head, "-" * len(head)]
     for row in doc["results"]:
-        lines.append(f"{row['op']:20s} {row['size']:11s} {row.get('dtype', 'float32'):8s} {row.get('isa', '-'):8s} {str(row['shape'])[:34]:34s} {_fig(row, 'openmp')} "
+        lines.append(f"{row['op']:20s} {row['size']:11s} {row.get('dtype', 'float32'):8s} {row.get('isa', '-'):8s} "
+                     f"{str(row['shape'])[:34]:34s} {_fig(row, 'openmp')} "
                      f"{_fig(row, 'ort')} {_fig(row, 'torch')} {_ms(row, 'reference')} {_ratio(row, 'ort')} "
                      f"{_ratio(row, 'torch')}  {_throughput(row, doc['limits'])}")
     for e in doc.get("isa_levels") or [{"isa": doc.get("environment", {}).get("isa", "-"), "limits": doc["limits"]}]:

@@ -3,7 +3,8 @@
 A file holds case ids only, one line per case and dtype in spec order, so a review diff shows
 exactly which cases a spec change adds or drops; tensors are rebuilt at run time from the spec and
 the case's seed. No backend is listed: the plugin parametrizes `backend` when the tests are
-collected (built-ins, installed plugins, --opconform-backend), and every case the gradient check covers (harness.core.gradcheck) has a test of its own.
+collected (built-ins, installed plugins, --opconform-backend), and every case the gradient check covers
+(harness.core.gradcheck) has a test of its own.
 MANIFEST.json records each spec's sha256; `gen-tests --check` renders everything again and names
 every file that differs, is missing, or belongs to a spec that no longer exists.
 """

@@ -59,7 +59,8 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
             # a shape_of input (GatherGrad's `shape`) holds a forward tensor's shape, not a forward tensor
             shape_of = inp.role == "forward_input" and getattr(spec.cases.inputs.get(inp.name), "kind", "") == "shape_of"
             if name not in pool and not shape_of:
-                out.append((f"{where}.forward_name", f"{inp.role} '{name}' is not among forward.{'inputs' if inp.role == 'forward_input' else 'outputs'} "
+                section = "inputs" if inp.role == "forward_input" else "outputs"
+                out.append((f"{where}.forward_name", f"{inp.role} '{name}' is not among forward.{section} "
                             f"({', '.join(pool)}); set forward_name to one of them"))
         elif inp.role in ("forward_output", "saved_activation"):
             out.append((where, f"a {inp.role} is made by the forward op: add a `forward:` section"))
@@ -72,7 +73,8 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
         if o.shape_from and o.shape_from not in shape_sources:
             out.append((f"{where}.shape_from", unknown_name("input", o.shape_from, shape_sources)))
         if o.grad_of and o.grad_of not in fwd_in:
-            out.append((f"{where}.grad_of", f"write the forward input this is the gradient of: one of {', '.join(fwd_in) or '(no forward section)'}"))
+            out.append((f"{where}.grad_of", "write the forward input this is the gradient of: one of "
+                        f"{', '.join(fwd_in) or '(no forward section)'}"))
 
     for name, attr in spec.attributes.items():
         where = f"attributes.{name}"
@@ -268,7 +270,8 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
                 out.append((f"{where}.outputs", unknown_name("output", name, out_names)))
     for pattern in spec.own_saved_state.cases if spec.own_saved_state else []:
         if not any(fnmatch.fnmatchcase(i, pattern) for i in ids):
-            out.append(("own_saved_state.cases", f"'{pattern}' matches no case id; ids look like '{ids[0] if ids else 'group/param=value'}'"))
+            example = ids[0] if ids else "group/param=value"
+            out.append(("own_saved_state.cases", f"'{pattern}' matches no case id; ids look like '{example}'"))
     return out
 
 

@@ -63,7 +63,8 @@ class Match(_Section):
     dtypes: list[DType] | None = Field(None, min_length=1, description="the case dtypes covered; omit for all")
     cases: list[str] = Field(min_length=1, description="globs over case ids, e.g. 'large_channels/*'")
     outputs: list[str] | None = Field(None, min_length=1, description="the outputs allowed to be wrong; omit for any")
-    check: Literal["reference", "output_subset", "own_saved_state", "thread_invariance"] = Field("reference", description="the check it covers: reference (the default), output_subset "
+    check: Literal["reference", "output_subset", "own_saved_state", "thread_invariance"] = Field(
+        "reference", description="the check it covers: reference (the default), output_subset "
                                                 "or own_saved_state")
 
 
@@ -320,7 +321,8 @@ def propose(records: list[dict], existing, today_: datetime.date | None = None, 
                      default=0)
         lines = [f"# Draft waivers for backend {backend}{' from ' + source if source else ''}.",
                  "# Investigate each failure first: fix the kernel, or the spec if the spec is wrong. Only then",
-                 f"# paste what stays into specs/_waivers/{file_name(backend)} (or your own --waivers file) and write reason and tracking: validation",
+                 f"# paste what stays into specs/_waivers/{file_name(backend)} (or your own --waivers file) and write reason "
+                 "and tracking: validation",
                  "# rejects a waiver until both are filled in.",
                  f"backend: {backend}", "waivers:"]
         for (b, op, check, failure, group), rs in sorted(groups.items()):
@@ -336,7 +338,8 @@ def propose(records: list[dict], existing, today_: datetime.date | None = None, 
             match = f"{{op: {op}, dtypes: [{', '.join(dtypes)}], cases: [{', '.join(_quoted(c) for c in cases)}]"
             match += (f", outputs: [{', '.join(outputs)}]" if outputs else "") + (f", check: {check}" if check != "reference" else "") + "}"
             worst = max((observed_budget(r) for r in rs), default=0.0)
-            lines.append(f"  # {len(rs)} failing result(s), e.g. {rs[0]['dtype']}-{rs[0]['case']}: {' '.join(rs[0]['detail'].split())[:160]}")
+            detail = " ".join(rs[0]["detail"].split())[:160]
+            lines.append(f"  # {len(rs)} failing result(s), e.g. {rs[0]['dtype']}-{rs[0]['case']}: {detail}")
             if failure == "wrong_values" and worst:
                 lines.append(f"  # worst error x{worst:.3g} of the tolerance: if that is the whole story, kind: tolerance "
                              f"with budget_multiplier and observed_budget: {worst:.3g}")

@@ -63,7 +63,8 @@ def gather_grad_check(inputs, attributes) -> str | None:
         return problem
     want = (*dims[:axis], *indices.shape, *dims[axis + 1:])
     if tuple(dy.shape) != want:
-        return f"dY has shape {list(dy.shape)}; Gather of shape {list(dims)} by indices {list(indices.shape)} at axis {axis} gives {list(want)}"
+        return (f"dY has shape {list(dy.shape)}; Gather of shape {list(dims)} by indices {list(indices.shape)} at axis {axis} "
+                f"gives {list(want)}")
     return _index_problem(indices, dims[axis])
 
 

@@ -266,8 +266,10 @@ def _gather(elements):
     def cases():
         # an embedding-like table (rows past where a second thread starts, hot rows named many times, negative
         # indices), a middle axis, and every index naming one row (all the work on one thread's rows); int32 indices
-        geometries = (((4000, 24), 0, (3000, 24) if elements else (3000,), np.int64), ((6, 700, 5), 1, (6, 900, 5) if elements else (2, 450), np.int64),
-                      ((50, 40), -1, (50, 300) if elements else (300,), np.int32), ((3000, 8), 0, (2000, 8) if elements else (5000,), np.int64),
+        geometries = (((4000, 24), 0, (3000, 24) if elements else (3000,), np.int64),
+                      ((6, 700, 5), 1, (6, 900, 5) if elements else (2, 450), np.int64),
+                      ((50, 40), -1, (50, 300) if elements else (300,), np.int32),
+                      ((3000, 8), 0, (2000, 8) if elements else (5000,), np.int64),
                       # GatherElementsGrad's column mode in several tiles per thread
                       ((2000, 300), 0, (2500, 300) if elements else (2500,), np.int64))
         for x_shape, axis, idx_shape, idx_type in geometries:

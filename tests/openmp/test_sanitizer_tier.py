@@ -1,7 +1,8 @@
 """The sanitizer tier: the openmp backend's cases under AddressSanitizer + UndefinedBehaviorSanitizer.
 
 Builds libopconform_kernels_asan_<level>.so with csrc/build_sanitizer.sh for the baseline level and
-the best level this CPU runs (about 15 s each) and runs the ci tier of every op on each (a superset of the smoke cases, invalid inputs included) in a subprocess with libasan
+the best level this CPU runs (about 15 s each) and runs the ci tier of every op on each (a superset of the
+smoke cases, invalid inputs included) in a subprocess with libasan
 preloaded. A memory error or undefined behaviour aborts the worker: a crashed case fails the verdict.
 """
 import json
