@@ -22,7 +22,7 @@ import yaml
 from harness.spec import cache as spec_cache
 from harness.spec import sources as _sources
 from harness.spec.errors import Problem, SpecError
-from harness.spec.sources import OVERLAY_SUFFIX, SpecFile, SpecIndex, SpecSources, UnknownOp, unknown_op_text
+from harness.spec.sources import OVERLAY_SUFFIX, SpecFile, SpecIndex, SpecSources, UnknownOp, shown, unknown_op_text
 
 PROJECT_PACKAGE = "reference"  # harness.spec.dotted.PROJECT_PACKAGE, without importing it
 DEFAULT_MAX_CASE_BYTES = 1 << 30  # harness.core.spec_checks.DEFAULT_MAX_CASE_BYTES (checked equal in the tests)
@@ -115,10 +115,12 @@ class Catalog:
             self.complete = set(self.all_ops) <= {s.op for s in self.specs}
 
     def tolerance(self, spec, dtype: str):
-        """The spec's tolerance for the dtype, else its directory's default (harness.core.tolerance.tolerance_for)."""
-        from harness.core.tolerance import tolerance_for
+        from harness.core.compare import Tolerance
 
-        return tolerance_for(spec, dtype, self.layer_tolerances.get(spec.id, self.default_tolerances))
+        if dtype in spec.tolerances:
+            t = spec.tolerances[dtype]
+            return Tolerance(t.atol, t.rtol, f"spec({dtype}): {t.reason}")
+        return self.layer_tolerances.get(spec.id, self.default_tolerances)[dtype]
 
     def path(self, spec) -> str:
         return shown(self.files[spec.id])
@@ -126,12 +128,6 @@ class Catalog:
     def root_of(self, spec) -> Path:
         """The spec directory a spec's file is in."""
         return self.roots.get(spec.id, self.root)
-
-
-def shown(path: Path) -> str:
-    """A path as a user would type it: relative to the working directory when inside it."""
-    relative = os.path.relpath(path)
-    return str(path) if relative.startswith("..") else relative
 
 
 def builtin_root() -> Path:
@@ -549,7 +545,7 @@ def _load_defaults(path: Path, problems: list[Problem], required: bool = False) 
     """dtype -> Tolerance from a _defaults/tolerances.yaml; {} with a problem when it does not load."""
     from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-    from harness.core import tolerance
+    from harness.core.compare import Tolerance
     from harness.spec.errors import from_validation_error
 
     class _DefaultTolerance(BaseModel):
@@ -572,4 +568,4 @@ def _load_defaults(path: Path, problems: list[Problem], required: bool = False) 
     except ValidationError as e:
         problems += from_validation_error(shown(path), _Defaults, e)
         return {}
-    return {d: tolerance.default(d, t.atol, t.rtol) for d, t in parsed.tolerances.items()}
+    return {d: Tolerance(t.atol, t.rtol, f"default({d})") for d, t in parsed.tolerances.items()}

@@ -112,6 +112,12 @@ class SpecFile:
         return self.path.name.endswith(OVERLAY_SUFFIX)
 
 
+def shown(path: Path) -> str:
+    """A path as a user would type it: relative to the working directory when inside it."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
 @dataclass
 class SpecIndex:
     """The files of a spec set by op name, from a directory listing. problems: (file, field, message)
@@ -126,8 +132,6 @@ class SpecIndex:
 
     @classmethod
     def scan(cls, sources: SpecSources) -> SpecIndex:
-        from harness.core.spec_loader import shown
-
         index = cls(sources, sources.layers())
         if not index.layers:
             index.problems.append(("--no-builtin-specs", "", "no spec directory left: pass --specs DIR or set "
