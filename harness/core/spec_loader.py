@@ -115,12 +115,10 @@ class Catalog:
             self.complete = set(self.all_ops) <= {s.op for s in self.specs}
 
     def tolerance(self, spec, dtype: str):
-        from harness.core.compare import Tolerance
+        """The spec's tolerance for the dtype, else its directory's default (harness.core.tolerance.tolerance_for)."""
+        from harness.core.tolerance import tolerance_for
 
-        if dtype in spec.tolerances:
-            t = spec.tolerances[dtype]
-            return Tolerance(t.atol, t.rtol, f"spec({dtype}): {t.reason}")
-        return self.layer_tolerances.get(spec.id, self.default_tolerances)[dtype]
+        return tolerance_for(spec, dtype, self.layer_tolerances.get(spec.id, self.default_tolerances))
 
     def path(self, spec) -> str:
         return shown(self.files[spec.id])
@@ -545,7 +543,7 @@ def _load_defaults(path: Path, problems: list[Problem], required: bool = False) 
     """dtype -> Tolerance from a _defaults/tolerances.yaml; {} with a problem when it does not load."""
     from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-    from harness.core.compare import Tolerance
+    from harness.core import tolerance
     from harness.spec.errors import from_validation_error
 
     class _DefaultTolerance(BaseModel):
@@ -568,4 +566,4 @@ def _load_defaults(path: Path, problems: list[Problem], required: bool = False) 
     except ValidationError as e:
         problems += from_validation_error(shown(path), _Defaults, e)
         return {}
-    return {d: Tolerance(t.atol, t.rtol, f"default({d})") for d, t in parsed.tolerances.items()}
+    return {d: tolerance.default(d, t.atol, t.rtol) for d, t in parsed.tolerances.items()}
