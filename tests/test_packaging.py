@@ -91,11 +91,13 @@ def validate_and_a_smoke_run_from_an_empty_directory(installed, empty):
     done = sh(installed / "opconform", "validate", cwd=where, env=env)
     count = len([p for p in SPECS.glob("*/*.yaml") if not p.parent.name.startswith("_")])
     assert done.stdout.startswith(f"{count} specs valid:"), done.stdout
-    sh(installed / "opconform", "run", "--tier", "smoke", "--ops", "ReluGrad", "--backends", "reference,openmp",
-       "--no-report", "--out", where / "run", cwd=where, env=env)
+    # every op of the smoke tier on every default backend, as a new user's first `opconform run --tier smoke`
+    sh(installed / "opconform", "run", "--tier", "smoke", "--no-report", "--out", where / "run", cwd=where, env=env)
     summary = json.loads((where / "run" / "summary.json").read_text())
-    assert summary["verdict"]["passed"] and summary["totals"]["pass"] > 0
-    assert summary["backends"]["openmp"]["available"], summary["backends"]["openmp"]
+    assert summary["verdict"]["passed"] and summary["totals"]["pass"] > 0, summary["verdict"]
+    assert len(summary["ops"]) == count
+    for name in ("reference", "openmp", "ort", "ort-autograd"):
+        assert summary["backends"][name]["available"], summary["backends"][name]
     assert summary["spec_sources"] == {"builtin": True, "dirs": []}
     assert sorted(p.name for p in where.iterdir()) == ["run"]  # nothing else written into the working directory
     shutil.rmtree(where / "run")
