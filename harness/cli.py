@@ -33,8 +33,8 @@ from pathlib import Path  # noqa: E402
 
 from harness import backends as registry  # noqa: E402 - light: backend classes load when used
 from harness.backends.limits import DEFAULT_TIMEOUT  # noqa: E402
+from harness.spec.vocabulary import FLOAT_DTYPES, TIERS  # noqa: E402 - standard library only
 
-TIERS = ("smoke", "ci", "nightly")  # harness.core.cases.TIERS, without importing the spec models at start-up
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 143  # SIGTERM during `run`: 128 + 15, as a shell reports it
@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ISA levels of the openmp kernels to measure, one after another (baseline, avx2, avx512; "
                         "default: the selected one, OPCONFORM_ISA or the best); torch is forced to the same level")
     p.add_argument("--dtype", type=_comma_list, default=["float32"], metavar="DTYPE[,DTYPE...]",
-                   help="the float types to run each workload in (float32, float64, float16, bfloat16; default "
+                   help=f"the float types to run each workload in ({', '.join(FLOAT_DTYPES)}; default "
                         "float32); ops whose spec lacks one skip it")
     p.add_argument("--out", type=Path, metavar="FILE",
                    help="the JSON written (default reports/bench-<date>-<time>/bench.json); "
@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", type=_comma_list,
                    help=f"comma-separated backends ({BACKEND_NAMES_HELP}; default: all built in, installed and defined)")
     _add_command_backend_option(p)
-    p.add_argument("--dtypes", type=_comma_list, help="comma-separated dtypes (default: float32,float64,float16,bfloat16)")
+    p.add_argument("--dtypes", type=_comma_list, help=f"comma-separated dtypes (default: {','.join(FLOAT_DTYPES)})")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the matrix as JSON rows to FILE")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds before a probe counts as a hang (default {DEFAULT_TIMEOUT:g})")

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.spec.model import Group, InvalidGroup, Spec
+from harness.spec.vocabulary import TIERS
 
-TIERS = ("smoke", "ci", "nightly")
 # Case parameters with a meaning of their own; the rest are attributes or hook parameters.
 SHAPE, OUTPUTS, OMIT = "shape", "outputs", "omit"
 BUILTIN_PARAMS = (SHAPE, OUTPUTS, OMIT)

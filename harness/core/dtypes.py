@@ -5,6 +5,8 @@ import ml_dtypes
 import numpy as np
 from onnx import TensorProto
 
+from harness.spec.vocabulary import FLOAT_DTYPES
+
 NUMPY = {
     "float32": np.dtype(np.float32),
     "float64": np.dtype(np.float64),
@@ -23,7 +25,7 @@ ONNX = {
     "int64": TensorProto.INT64,
     "bool": TensorProto.BOOL,
 }
-FLOATS = ("float32", "float64", "float16", "bfloat16")
+FLOATS = FLOAT_DTYPES  # harness.spec.vocabulary, the one list
 _BITS = {"float64": np.uint64, "float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16}
 
 

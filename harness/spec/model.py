@@ -6,10 +6,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-DType = Literal["float32", "float64", "float16", "bfloat16", "int32", "int64", "bool"]
-FloatDType = Literal["float32", "float64", "float16", "bfloat16"]
+from harness.spec.vocabulary import DType, FloatDType, Tier
+
 Role = Literal["grad_output", "forward_input", "forward_output", "saved_activation"]
-Tier = Literal["smoke", "ci", "nightly"]
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                                   description="a name made of letters, digits and _")]
 Dotted = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
