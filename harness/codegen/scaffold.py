@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from harness.spec.unfinished import missing_items
+from harness.spec.vocabulary import DTYPES, FLOAT_DTYPES
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -98,8 +99,8 @@ def new_op(root: Path, name: str, like: str | None = None, domain: str = "com.mi
     return Scaffolded(spec_path, ref_path, missing_items(yaml.safe_load(text)))
 
 
-FLOAT_TYPES = ["float32", "float64", "float16", "bfloat16"]
-SPEC_DTYPES = set(FLOAT_TYPES) | {"int32", "int64", "bool"}
+FLOAT_TYPES = list(FLOAT_DTYPES)
+SPEC_DTYPES = set(DTYPES)
 ROLE_GUESS = "role guessed from the name (d*/*_grad: grad_output, others: forward_input); check it"
 
 

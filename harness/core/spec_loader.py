@@ -23,10 +23,10 @@ from harness.spec import cache as spec_cache
 from harness.spec import sources as _sources
 from harness.spec.errors import Problem, SpecError
 from harness.spec.sources import OVERLAY_SUFFIX, SpecFile, SpecIndex, SpecSources, UnknownOp, shown, unknown_op_text
+from harness.spec.vocabulary import FLOAT_DTYPES
 
 PROJECT_PACKAGE = "reference"  # harness.spec.dotted.PROJECT_PACKAGE, without importing it
 DEFAULT_MAX_CASE_BYTES = 1 << 30  # harness.core.spec_checks.DEFAULT_MAX_CASE_BYTES (checked equal in the tests)
-FLOATS = ("float32", "float64", "float16", "bfloat16")
 
 __all__ = ["Catalog", "SpecSources", "UnknownOp", "builtin_root", "default_root", "load_catalog", "load_spec",
            "read_yaml", "shown"]
@@ -382,7 +382,7 @@ class _Loader:
                     continue
                 layer = self.layer(entry.layer)
                 missing = [d for d in spec.type_constraints[spec.main_type].types
-                           if d in FLOATS and d not in layer.tolerances]
+                           if d in FLOAT_DTYPES and d not in layer.tolerances]
                 if missing and layer.tolerances:  # no defaults at all: their file's own problem says why
                     own = layer.root / "_defaults" / "tolerances.yaml"
                     where = own if own.exists() else builtin_root() / "_defaults" / "tolerances.yaml"

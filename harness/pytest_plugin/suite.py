@@ -21,8 +21,11 @@ from pathlib import Path
 
 import pytest
 
-TIERS = {"smoke": ("smoke", "ci", "nightly"), "ci": ("ci", "nightly"), "nightly": ("nightly",)}
-DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
+from harness.spec import vocabulary
+from harness.spec.vocabulary import NUMERIC_DTYPES, tiers_running
+
+TIERS = {tier: tiers_running(tier) for tier in vocabulary.TIERS}  # a case's tier markers
+DTYPES = NUMERIC_DTYPES
 PREPARED_CACHE = 16
 
 

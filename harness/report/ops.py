@@ -18,11 +18,12 @@ from harness.report import repro, svg
 from harness.report.data import Rec, number
 from harness.report.findings import shown_diagnoses, unexpected, without_noise
 from harness.report.status import Cell, rank
+from harness.spec.vocabulary import NUMERIC_DTYPES
 
 WORST_CASES = 6
 NEAR_ZERO = "near0"  # the case table's max rel and ULP of a passing result whose reference is near zero (near_zero)
 DETAIL_CHARS = 400  # the case table's detail column; the full text stays in results.jsonl.gz
-DTYPE_ORDER = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
+DTYPE_ORDER = NUMERIC_DTYPES
 # Capability states (a probe's, or what the results show) that mean the backend runs the dtype, or does not.
 RUNS = ("kernel", "function", "function_body", "cast", "runs", "supported", "reference", "assumed", "declared", "yes", "ok")
 DOES_NOT_RUN = ("not_registered", "no_kernel", "unavailable", "unsupported", "no", "false")

@@ -117,7 +117,7 @@ def matrix(backends: list[Backend], probed: list[tuple[Spec, str]], unavailable:
 
 
 def _dtype_order(dtype: str) -> int:
-    order = ("float32", "float64", "float16", "bfloat16")
+    order = dtypes.FLOATS
     return order.index(dtype) if dtype in order else len(order)
 
 
