@@ -32,7 +32,7 @@ def _dims(name: str, value: np.ndarray) -> list[str]:
     return [f"{name}_d{i}" for i in range(value.ndim)]
 
 
-def _attribute_value(kind: str, value):
+def _attribute_value(kind: str | None, value):
     # Write floats as floats even when YAML gave an int (alpha: 1), so ORT sees the declared type.
     if kind == "float":
         return float(value)

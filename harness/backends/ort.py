@@ -96,7 +96,10 @@ class OrtBackend(WorkerBackend):
 
 def _error_parts(e: HandlerError) -> tuple[str, str, str]:
     """(phase, exception class, message) of an error the worker sent back."""
-    return tuple(e.message.split("|", 2)) if e.cls == "OrtError" else ("run", e.cls, e.message)
+    if e.cls != "OrtError":
+        return "run", e.cls, e.message
+    phase, cls, message = e.message.split("|", 2)  # the session worker writes OrtError("phase|class|message")
+    return phase, cls, message
 
 
 def gpu_devices() -> list[str]:

@@ -22,7 +22,7 @@ def _keep_torch_out() -> None:
     a one-node InferenceSession uses neither, and ORT skips ORTModule when `import torch` fails, as
     it does where torch is absent. Only in this worker process, and only before onnxruntime loads."""
     if "onnxruntime" not in sys.modules:
-        sys.modules.setdefault("torch", None)
+        sys.modules.setdefault("torch", None)  # type: ignore[arg-type]  # None here makes `import torch` fail, on purpose
 
 
 class OrtError(Exception):

@@ -32,7 +32,7 @@ class PluginBackend(WorkerBackend):
         self.name = self.entry
 
     @property
-    def THREAD_INVARIANT(self) -> bool:  # noqa: N802 - the Backend attribute, declared by the plugin
+    def THREAD_INVARIANT(self) -> bool:  # type: ignore[override]  # noqa: N802 - Backend's class attribute, read-only here: the plugin declares it
         return bool(self.info().get("thread_invariant"))
 
     @property

@@ -85,8 +85,8 @@ def time_command(argv: list[str], env: dict, cwd: Path) -> tuple[float, float, s
 
 def measure(repeats: int = 3, log=print, count: int = SPEC_COUNT) -> list[Row]:
     rows = []
-    with tempfile.TemporaryDirectory(prefix="opconform-startup-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="opconform-startup-") as tmp_name:
+        tmp = Path(tmp_name)
         one, many = tmp / "one-spec", tmp / f"{count}-specs"
         make_spec_set(one, 1)
         make_spec_set(many, count)

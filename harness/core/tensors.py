@@ -15,7 +15,7 @@ from harness.core import dtypes, generators
 from harness.core.cases import SHAPE, Case, stable_seed
 from harness.spec.dotted import resolve
 from harness.spec.errors import exception_text
-from harness.spec.model import Generator, InvalidGroup, Spec
+from harness.spec.model import Forward, Generator, InvalidGroup, Spec
 
 DRAWN_ROLES = ("grad_output", "forward_input")
 DERIVED_ROLES = ("forward_output", "saved_activation")
@@ -41,9 +41,16 @@ def declared_output_shapes(case: Case) -> dict[str, list[int]]:
             if forward_shapes.get(source) is not None}
 
 
+def _forward_of(case: Case) -> Forward:
+    """The spec's forward section; only the inputs a forward op makes or takes ask for it."""
+    if case.spec.forward is None:
+        raise CaseError("inputs with role forward_output or saved_activation need a `forward:` section")
+    return case.spec.forward
+
+
 def forward_attributes(case: Case) -> dict:
     """The forward op's attributes: the shared spec attributes, then its own (group params override defaults)."""
-    spec, forward = case.spec, case.spec.forward
+    spec, forward = case.spec, _forward_of(case)
     attrs = resolve_attributes(spec, case.node_attributes)
     shared = {a: attrs[a] for a in forward.attributes}
     own = {name: case.params.get(name, attr.default) for name, attr in forward.own_attributes.items()}
@@ -77,7 +84,7 @@ def _rule_shapes(case: Case, derive: bool = True) -> tuple[dict, dict]:
             return forward_shapes[name]
         if name in seen:
             raise CaseError(f"forward input '{name}': shape rules form a cycle through {', '.join(seen)}")
-        rule = spec.forward.shapes.get(name)
+        rule = _forward_of(case).shapes.get(name)
         if name in from_hook:
             shape = None if from_hook[name] is None else tuple(from_hook[name])
         elif rule is None:
@@ -135,7 +142,7 @@ def _rule_shapes(case: Case, derive: bool = True) -> tuple[dict, dict]:
 def _forward_output_shapes(case: Case, shapes, forward_shapes, names) -> dict:
     """Shapes of saved forward outputs without a rule: the forward reference run on zeros of the input shapes.
     An invalid case whose inputs do not fit the forward op falls back to the `shape` param."""
-    spec, forward = case.spec, case.spec.forward
+    spec, forward = case.spec, _forward_of(case)
     by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
     args = {}
     for name in forward.inputs:
@@ -260,7 +267,7 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
 
 def forward_arguments(case: Case, inputs, draw_input) -> dict[str, np.ndarray | None]:
     """The forward op's inputs in float64: the op's own forward inputs, others drawn (Sigmoid's X)."""
-    spec, forward = case.spec, case.spec.forward
+    spec, forward = case.spec, _forward_of(case)
     by_forward_name = {(i.forward_name or i.name): i for i in spec.inputs if i.role == "forward_input"}
     _, forward_shapes = _rule_shapes(case)  # forward-only inputs: the hook's shape or their forward.shapes rule
     args = {}
@@ -276,9 +283,7 @@ def forward_arguments(case: Case, inputs, draw_input) -> dict[str, np.ndarray | 
 
 def _run_forward(case: Case, args: dict) -> dict[str, np.ndarray] | None:
     """Forward outputs by name; None when an invalid case's inputs do not fit the forward op."""
-    forward = case.spec.forward
-    if forward is None:
-        raise CaseError("inputs with role forward_output or saved_activation need a `forward:` section")
+    forward = _forward_of(case)
     try:
         with np.errstate(all="ignore"):
             result = resolve(forward.reference)(**args, **forward_attributes(case))
@@ -293,7 +298,7 @@ def _run_forward(case: Case, args: dict) -> dict[str, np.ndarray] | None:
 def forward_call_parts(case: Case, inputs: dict, forward_args: dict) -> tuple[dict, dict, str]:
     """(forward inputs in their case dtypes, forward attributes as the case writes them, why the case
     cannot run from them or ''), for backends that differentiate the forward op themselves."""
-    spec, forward = case.spec, case.spec.forward
+    spec, forward = case.spec, _forward_of(case)
     overridden = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
     # a training graph makes derived inputs, and shape_of ones (GatherGrad's shape = Shape(X)), itself
     made_by_graph = [i.name for i in spec.inputs if i.role in DERIVED_ROLES

@@ -28,7 +28,7 @@ def _recorded_sources(summary: dict):
         dirs = tuple(Path(d) for d in recorded["dirs"] if isinstance(d, str) and Path(d).is_dir())
         return SpecSources(dirs, builtin=bool(recorded.get("builtin", True)) or not dirs)
     specs = summary.get("specs")
-    if isinstance(specs, str) and Path(specs).is_dir() and not same_dir(specs, builtin_root()):
+    if isinstance(specs, str) and Path(specs).is_dir() and not same_dir(Path(specs), builtin_root()):
         return SpecSources(base=Path(specs))
     return SpecSources()
 

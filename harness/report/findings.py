@@ -198,7 +198,8 @@ def collect(records: list[Rec], backends: list[str], specs: dict, flags: list[st
     for k, f in groups.items():
         # The most instructive examples first: different dtypes and cases, failures before checks.
         ordered = sorted(f.records, key=lambda r: (r.check != "reference", r.dtype, r.case))
-        picked, dtypes_seen = [], set()
+        picked: list = []
+        dtypes_seen: set = set()
         for r in ordered:
             if r.dtype not in dtypes_seen or len(picked) < EXAMPLES // 2:
                 picked.append(r)
@@ -249,7 +250,7 @@ def blockers(findings: list[tuple[str, list[Finding]]], flags: list[str]) -> lis
         fs.sort(key=lambda f: (KINDS.index(f.kind), -f.count))
         first = fs[0]
         rec, cmd = first.examples[0] if first.examples else (first.records[0], "")
-        what = Counter()
+        what: Counter[str] = Counter()
         for f in fs:  # crash, hang, wrong_values, xpass, not_a_gradient, error, stale divergence, ...
             what[f.key if f.kind in ("crash", "failure", "other") else f.kind] += f.count
         out.append({"op": op, "count": sum(f.count for f in fs), "backends": sorted({f.backend for f in fs}),

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.report import repro
@@ -65,7 +66,7 @@ def outcome(status: str) -> tuple[str | None, str | None]:
     return "failure", status
 
 
-def write_junit(records: list[dict | Rec], path: Path, summary: dict | None = None) -> Path:
+def write_junit(records: Sequence[dict | Rec], path: Path, summary: dict | None = None) -> Path:
     """records: results.jsonl.gz records (or the report's Rec of them)."""
     summary = summary or {}
     from harness.core.spec_loader import default_root
@@ -76,10 +77,10 @@ def write_junit(records: list[dict | Rec], path: Path, summary: dict | None = No
         r = raw if isinstance(raw, Rec) else to_rec(raw)
         suites[r.op].append(r)
     root = ET.Element("testsuites", name="opconform")
-    grand = Counter()
+    grand: Counter = Counter()
     for op in sorted(suites):
         suite = ET.SubElement(root, "testsuite", name=f"opconform.{op}")
-        counts = Counter()
+        counts: Counter = Counter()
         for r in suites[op]:
             name = f"{r.dtype}-{r.case}" + (f" [{r.check}]" if r.check != "reference" else "")
             case = ET.SubElement(suite, "testcase", classname=f"opconform.{r.op}.{r.backend}", name=clean(name), time="0")

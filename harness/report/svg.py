@@ -48,7 +48,7 @@ def histogram(counts: dict[str, list[int]], series: list[str], title: str) -> Ma
                  f'<text class="tick" x="{_fmt(limit_x - 3)}" y="{top - 8}" text-anchor="end">tolerance</text>')
     for i, label in enumerate(BUDGET_LABELS):
         x = left + slot * i + 2
-        y = base
+        y: float = base
         for k, s in enumerate(series):
             c = counts.get(s, [0] * n)[i]
             if not c:

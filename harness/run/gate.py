@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core.status import STATUSES, Failure, Status
@@ -48,8 +49,8 @@ def _in_scope(w, records: list[dict]) -> bool:
 
 
 def verdict(records: list[dict], waivers, *, today: datetime.date | None = None, complete: bool = True,
-            deferred: bool = False, stale_generated: list[str] | None = None, extra: list[str] = (),
-            missing_backends: list[dict] = ()) -> dict:
+            deferred: bool = False, stale_generated: list[str] | None = None, extra: Sequence[str] = (),
+            missing_backends: Sequence[dict] = ()) -> dict:
     """{"passed", "reasons"[, "warnings"]}: the gate's decision over these records.
 
     deferred: a shard of a split run; run-level checks (stale divergences and waivers) wait for the merge.

@@ -35,7 +35,7 @@ class Tally:
                 self.not_reproduced[record["divergence"]] += 1
 
     def totals(self) -> Counter:
-        total = Counter()
+        total: Counter = Counter()
         for backends in self.counts.values():
             for statuses in backends.values():
                 total.update(statuses)

@@ -416,7 +416,9 @@ def key(record: dict) -> tuple:
 def merge(dirs: list[Path], out: Path, catalog, today: datetime.date | None = None,
           stale_generated: list[str] | None = None) -> dict:
     """Merge the run directories of shards (or of separate runs) into out; returns the summary."""
-    records, seen, parts = [], {}, []
+    records: list[dict] = []
+    seen: dict = {}
+    parts: list = []
     for d in dirs:
         path = results_path(d)
         if path is None:
@@ -456,7 +458,7 @@ def merge(dirs: list[Path], out: Path, catalog, today: datetime.date | None = No
         for name, info in (p.get("backends") or {}).items():
             if name not in backends or info.get("available"):
                 backends[name] = info
-    missing_backends = {}
+    missing_backends: dict = {}
     for p in parts:  # a part that missed an expected backend makes the merged run miss it
         for m in p.get("missing_backends") or []:
             missing_backends.setdefault(m["name"], m)

@@ -22,7 +22,7 @@ import signal
 import threading
 from contextlib import contextmanager
 
-SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+SIGNAL_NAMES: dict[int, str] = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
 
 
 class Terminated(KeyboardInterrupt):
@@ -93,7 +93,7 @@ def release() -> None:
     if not _state.installed or not _on_main_thread():
         return
     for signum, previous in _previous.items():
-        signal.signal(signum, previous)
+        signal.signal(signum, previous)  # type: ignore[arg-type]  # what signal.signal returned for it
     _previous.clear()
     _state.installed, _state.armed, _state.pending = False, False, None
 
