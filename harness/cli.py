@@ -22,7 +22,7 @@ from harness.run import signals  # standard library only
 if __name__ == "__main__" or signals.started_as_program():  # not when a test imports this module
     signals.hold()  # SIGTERM/SIGINT held from the first instant, until a run can record them (see main)
 
-import time  # noqa: E402
+import time
 
 STARTED = time.time()  # the printed run time counts the start-up too
 
@@ -34,7 +34,6 @@ from pathlib import Path  # noqa: E402
 from harness import backends as registry  # noqa: E402 - light: backend classes load when used
 from harness.backends.limits import DEFAULT_TIMEOUT  # noqa: E402
 from harness.spec.vocabulary import FLOAT_DTYPES, TIERS  # noqa: E402 - standard library only
-
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 143  # SIGTERM during `run`: 128 + 15, as a shell reports it

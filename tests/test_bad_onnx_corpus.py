@@ -9,7 +9,7 @@ from conftest import SPECS
 from harness.cli import main
 
 sys.path.insert(0, str(Path(__file__).parent / "corpus"))
-from make_bad_onnx import broken_variants, write_corpus  # noqa: E402
+from make_bad_onnx import broken_variants, write_corpus
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from harness.data import ORT_TRAINING_OPS, ort_op, ort_training_ops
 from harness.run import inventory
 
 sys.path.insert(0, str(REPO / "tools"))
-import make_ort_op_table  # noqa: E402
+import make_ort_op_table
 
 # Real differences between a spec and the schema table, each checked to still be there (a fix
 # to either side makes the test fail until the entry is removed).

@@ -12,7 +12,7 @@ import numpy as np
 
 from harness.core import dtypes
 from harness.core.status import Problem
-from harness.core.tolerance import Tolerance, allowed_error  # noqa: F401 (Tolerance re-exported)
+from harness.core.tolerance import Tolerance, allowed_error  # Tolerance: re-exported
 
 
 @dataclass

@@ -16,7 +16,7 @@ from harness.core.contract import value_problem
 from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve_hook
 from harness.spec.errors import exception_text
 from harness.spec.model import BUILTIN_TRANSFORMS, InvalidGroup, Spec
-from harness.spec.names import unknown_name  # noqa: F401 - here too for its many callers
+from harness.spec.names import unknown_name
 
 MAX_CASES = 100_000  # per spec: a params product beyond this is a typo, and expanding it would hang
 DEFAULT_MAX_CASE_BYTES = 1 << 30  # a case's tensors (inputs and outputs) in its dtypes; --max-case-memory

@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.limits import DEFAULT_TIMEOUT
-from harness.pytest_plugin.suite import DTYPES, TIERS, SpecsInvalid, Suite, marker, specs_dir_from  # noqa: F401 (marker: API)
+from harness.pytest_plugin.suite import DTYPES, TIERS, SpecsInvalid, Suite, marker, specs_dir_from
 
 _SUITE_DIR = pytest.StashKey[Path]()
 _SPECS_DIR = pytest.StashKey[object]()  # harness.core.spec_loader.SpecSources
