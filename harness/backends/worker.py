@@ -31,8 +31,8 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import ClassVar
 from multiprocessing.connection import Connection
+from typing import ClassVar
 
 from harness.backends import worker_template
 from harness.backends.base import Backend, Crashed, TimedOut
@@ -153,7 +153,7 @@ class IsolatedWorker:
     def __del__(self):
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - best-effort close of a dead worker
             pass
 
 

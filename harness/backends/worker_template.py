@@ -177,7 +177,7 @@ def serve(handler_path: str, fd: int, preload: str = "") -> None:
             return
         try:
             reply = ("ok", handler(request))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a handler's error is the reply, not the child's end
             reply = ("error", type(e).__name__, str(e))
         conn.send(reply)
         sys.stderr.flush()

@@ -59,14 +59,14 @@ def alternatives(prepared) -> list[tuple[str, list[np.ndarray] | None]]:
     for alt in spec.alternative_semantics:
         try:
             values = evaluate(spec.model_copy(update={"reference": alt.reference}), prepared.inputs, case.attributes)
-        except Exception:  # an alternative that cannot take this case's inputs simply does not apply
+        except Exception:  # noqa: BLE001 - an alternative that cannot take this case's inputs simply does not apply
             values = None
         out.append((alt.name, values))
     for name, make in BUILTINS.items():
         try:
             with np.errstate(all="ignore"):
                 out.append((name, make(prepared)))
-        except Exception:  # e.g. swapped inputs the reference cannot take
+        except Exception:  # noqa: BLE001 - e.g. swapped inputs the reference cannot take
             out.append((name, None))
     return out
 

@@ -22,18 +22,18 @@ from enum import Enum
 
 import numpy as np
 
-from harness.core import contract
 from harness.backends.base import Backend, Crashed, ForwardCall, Outcome, Outputs, Rejected, Request, TimedOut, Unsupported
 from harness.backends.reference import evaluate
+from harness.core import contract
 from harness.core.cases import Case
 from harness.core.compare import compare
-from harness.run.diagnose import diagnose
 from harness.core.dtypes import NUMPY
-from harness.run.probe import capability
-from harness.spec.model import Divergence
 from harness.core.status import EXPLAINS, STATUSES, UNEXPECTED, Check, Failure, Problem, Status  # noqa: F401 (re-exported)
 from harness.core.tensors import CaseError, forward_call_parts, make_tensors
 from harness.core.tolerance import Tolerance, allowances
+from harness.run.diagnose import diagnose
+from harness.run.probe import capability
+from harness.spec.model import Divergence
 
 
 @dataclass
@@ -97,7 +97,7 @@ def prepare(case: Case, global_seed: int = 0) -> Prepared:
             _check_output_shapes(prepared)
             prepared.allowance, prepared.allowance_notes = allowances(
                 case.spec, prepared.inputs, case.attributes, case.dtype, prepared.expected)
-    except Exception as e:  # a spec or reference bug must not end the run; it becomes an error result
+    except Exception as e:  # noqa: BLE001 - a spec or reference bug must not end the run; it becomes an error result
         prepared.problem = f"{type(e).__name__}: {e}" if not isinstance(e, CaseError) else str(e)
     return prepared
 
@@ -144,7 +144,7 @@ def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_f
         return result
     try:
         outcome = backend.run(request_for(prepared, backend.threads))
-    except Exception as e:  # a backend adapter bug: report it, keep the run going
+    except Exception as e:  # noqa: BLE001 - a backend adapter bug: report it, keep the run going
         result.set(Status.ERROR, detail=f"backend raised {type(e).__name__}: {e}")
         return result
     score(prepared, outcome, tolerance, result)

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.core import dtypes
 from harness.backends.base import Backend, Outputs, Request
 from harness.backends.reference import ReferenceBackend, evaluate
+from harness.core import dtypes
 from harness.core.cases import expand
 from harness.core.compare import judged_expected
-from harness.run.engine import Prepared, judge, prepare, request_for
 from harness.core.status import Status
 from harness.core.tolerance import allowed_error
+from harness.run.engine import Prepared, judge, prepare, request_for
 
 SURVIVOR_LIMIT = 2.0  # a surviving mutant larger than this many tolerances is a weakness of the spec
 ULP_STEPS = tuple(2 ** i for i in range(0, 21, 2))  # 1, 4, 16, ... 2^20
@@ -150,7 +150,7 @@ def mutants(spec, dtype: str, v: np.ndarray, prepared: Prepared, index: int):
                 values = evaluate(spec.model_copy(update={"reference": alt.reference}), prepared.inputs,
                                   prepared.case.attributes)
                 mutated = values[index].astype(v.dtype) if values[index].shape == v.shape else None
-        except Exception:  # an alternative that cannot take this case's inputs does not apply to it
+        except Exception:  # noqa: BLE001 - an alternative that cannot take this case's inputs does not apply to it
             mutated = None
         yield f"alternative: {alt.name}", "alternative", mutated
 

@@ -15,16 +15,16 @@ import onnx
 from onnx import helper
 
 from harness import backends as registry
-from harness.core import dtypes
-from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
 from harness.backends.backend_test_dir import from_tensor_proto, numpy_dtype, write_case, write_outputs, write_tensor
+from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
+from harness.core import dtypes
 from harness.core.compare import compare
-from harness.run.engine import prepare, request_for
-from harness.run.probe import capability
-from harness.run.runner import RunError
 from harness.core.spec_checks import unknown_name
 from harness.core.spec_loader import Catalog
 from harness.core.tolerance import allowances
+from harness.run.engine import prepare, request_for
+from harness.run.probe import capability
+from harness.run.runner import RunError
 from harness.spec.model import declared_shape_key
 
 
@@ -37,7 +37,7 @@ def _read_tensor(path: Path) -> np.ndarray:
     try:
         tensor.ParseFromString(path.read_bytes())
         return from_tensor_proto(tensor)
-    except Exception as e:  # protobuf's DecodeError, or a tensor whose data does not fit its dims
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, or a tensor whose data does not fit its dims
         raise DataError(f"{path.name} is not a readable TensorProto ({type(e).__name__}: {e})") from None
 
 
@@ -101,7 +101,7 @@ def load_model(directory: Path) -> tuple[onnx.ModelProto, onnx.NodeProto]:
         raise DataError("no model.onnx")
     try:
         model = onnx.load(str(path))
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - onnx raises its own and protobuf's errors: a data error
         raise DataError(f"model.onnx does not parse ({type(e).__name__}: {e})") from None
     if len(model.graph.node) != 1:
         raise DataError(f"model.onnx has {len(model.graph.node)} nodes; only one-node models are supported")

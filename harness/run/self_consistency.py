@@ -26,12 +26,12 @@ import fnmatch
 
 import numpy as np
 
-from harness.core import dtypes
 from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, TimedOut, Unsupported
 from harness.backends.reference import evaluate
+from harness.core import dtypes
 from harness.core.compare import compare
-from harness.run.engine import Prepared, Result, judge, new_result, request_for
 from harness.core.tolerance import Tolerance, allowances
+from harness.run.engine import Prepared, Result, judge, new_result, request_for
 
 OUTPUT_SUBSET, OWN_SAVED_STATE, THREAD_INVARIANCE = "output_subset", "own_saved_state", "thread_invariance"
 INVARIANCE_THREADS = (1, 2)
@@ -102,7 +102,7 @@ def own_saved_state(prepared: Prepared, backend: Backend, tolerance: Tolerance, 
     result.check = OWN_SAVED_STATE
     try:
         producer = catalog.by_op(own.op, case.spec.domain)
-    except Exception as e:  # the spec names an op the catalog lacks: a spec bug
+    except Exception as e:  # noqa: BLE001 - the spec names an op the catalog lacks: a spec bug
         result.status, result.detail = "error", where + str(e)
         return result
     named = {i.name: prepared.inputs.get(i.name) for i in producer.inputs}
@@ -137,7 +137,7 @@ def own_saved_state(prepared: Prepared, backend: Backend, tolerance: Tolerance, 
     try:
         expected = evaluate(case.spec, fed, case.attributes)
         allowance, notes = allowances(case.spec, fed, case.attributes, case.dtype, expected)
-    except Exception as e:  # the reference cannot take this state: a reference bug, reported, never raised
+    except Exception as e:  # noqa: BLE001 - the reference cannot take this state: a reference bug, reported, never raised
         result.status, result.detail = "error", where + f"reference on the backend's state: {type(e).__name__}: {e}"
         return result
     result = judge(dataclasses.replace(prepared, inputs=fed, expected=expected, allowance=allowance,
@@ -150,7 +150,7 @@ def own_saved_state(prepared: Prepared, backend: Backend, tolerance: Tolerance, 
 def _run(backend: Backend, request) -> Outcome:
     try:
         return backend.run(request)
-    except Exception as e:  # an adapter bug must not end the run
+    except Exception as e:  # noqa: BLE001 - an adapter bug must not end the run
         return Rejected(f"backend raised {type(e).__name__}: {e}")
 
 

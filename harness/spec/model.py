@@ -261,7 +261,7 @@ class Cases(Section):
     groups: list[Group] = Field(min_length=1)
     """the valid groups of cases, e.g. `groups: [{name: basic, params: {shape: [[2, 3]]}}]`"""
     invalid: list[InvalidGroup] = []
-    """groups of inputs every backend must reject, e.g. `invalid: [{name: bad_axis, why: axis out of range, params: {shape: [[2, 3]]}, attributes: {axis: 5}}]`"""
+    """groups of inputs every backend must reject, e.g. `invalid: [{name: bad_axis, why: axis out of range, params: {shape: [[2, 3]]}, attributes: {axis: 5}}]`"""  # noqa: E501 - one line in docs/spec-fields.md
 
 
 DivergenceResult = Literal["wrong_values", "crash", "hang", "accepts_invalid", "unsupported"]
@@ -326,7 +326,7 @@ class Spec(Section):
     references: list[str] = []
     """links to the schema and kernel sources, e.g. `references: [https://github.com/microsoft/onnxruntime/...]`"""
     forward: Forward | None = None
-    """the forward op this op is the gradient of, e.g. `forward: {op: Relu, reference: \"reference.forward.activations:relu\", inputs: [X], outputs: [Y]}`"""
+    """the forward op this op is the gradient of, e.g. `forward: {op: Relu, reference: \"reference.forward.activations:relu\", inputs: [X], outputs: [Y]}`"""  # noqa: E501 - one line in docs/spec-fields.md
     type_constraints: dict[str, TypeConstraint] = Field(min_length=1)
     """type variables and their dtypes, e.g. `type_constraints: {T: {types: [float32, float64]}, TMask: {types: [bool]}}`"""
     inputs: list[Input] = Field(min_length=1)
