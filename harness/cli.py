@@ -496,7 +496,7 @@ def cmd_export_onnx(args) -> int:
         registry.check(args.backend)
     catalog = load(args, ops=args.ops)
     cases = [c for c in select_cases(catalog, RunOptions(ops=args.ops, tier=args.tier, cases=args.cases)) if c.valid]
-    left_out = []
+    left_out: list = []
     if args.backend:
         from harness.run.onnx_data import cases_backend_runs
 
@@ -704,7 +704,7 @@ def main(argv: list[str] | None = None) -> int:
         except SpecError as e:
             for problem in e.problems:
                 print(f"opconform: spec error: {problem}", file=sys.stderr)
-            _abandon(run_dir, created, e.problems[0] if e.problems else "spec error")
+            _abandon(run_dir, created, str(e.problems[0]) if e.problems else "spec error")
             return EXIT_USAGE
         except (UsageError, UnknownOp, UnknownBackend, RunDirError, _run_error()) as e:
             print(f"opconform: error: {e}", file=sys.stderr)

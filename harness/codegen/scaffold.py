@@ -88,10 +88,10 @@ def new_op(root: Path, name: str, like: str | None = None, domain: str = "com.mi
         text = _render("new_op.yaml.j2", op=name, domain=domain, reference=dotted, sig=sig)
         inputs, attributes, outputs = [i["name"] for i in sig.inputs], list(sig.attributes), [o["name"] for o in sig.outputs]
 
-    signature = ", ".join(inputs) + (", *, " + ", ".join(attributes) if attributes else "")
+    parameters = ", ".join(inputs) + (", *, " + ", ".join(attributes) if attributes else "")
     returns = ("Return " + (outputs[0] if len(outputs) == 1 else f"({', '.join(outputs)})")
                + " in float64" + (" (None for an output the op does not compute)" if len(outputs) > 1 else "") + ".")
-    stub = _render("reference_stub.py.j2", op=name, domain=domain, function=module, signature=signature,
+    stub = _render("reference_stub.py.j2", op=name, domain=domain, function=module, signature=parameters,
                    returns=returns, path=f"reference/ops/{module}.py")
     spec_path.parent.mkdir(parents=True, exist_ok=True)
     spec_path.write_text(text)

@@ -122,7 +122,7 @@ def parse(data, source: str) -> Bench:
     if not isinstance(data, dict):
         bench.problems.append(f"{source}: not a JSON object; no benchmark figures shown")
         return bench
-    limits = data.get("limits") if isinstance(data.get("limits"), dict) else {}
+    limits: dict = data["limits"] if isinstance(data.get("limits"), dict) else {}
     bench.triad_gbs, bench.sgemm_gflops = number(limits.get("triad_gbs")), number(limits.get("sgemm_gflops"))
     bench.threads = data.get("threads") if isinstance(data.get("threads"), int) else None
     bench.environment = {str(k): v for k, v in data.get("environment", {}).items()

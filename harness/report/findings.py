@@ -245,7 +245,7 @@ def blockers(findings: list[tuple[str, list[Finding]]], flags: list[str]) -> lis
         for f in items:
             if not f.declared:
                 by_op[f.op].append(f)
-    out = []
+    out: list[dict[str, Any]] = []
     for op, fs in by_op.items():
         fs.sort(key=lambda f: (KINDS.index(f.kind), -f.count))
         first = fs[0]

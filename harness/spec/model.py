@@ -284,7 +284,7 @@ class Divergence(Section):
     """issues or sources that show the divergence, e.g. `links: [https://github.com/microsoft/onnxruntime/issues/1]`"""
 
     @property
-    def results(self) -> list[str]:
+    def results(self) -> list[DivergenceResult]:
         return self.result if isinstance(self.result, list) else [self.result]
 
 
