@@ -15,7 +15,7 @@ from harness.core.cases import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, expand, gro
 from harness.core.contract import value_problem
 from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve_hook
 from harness.spec.errors import exception_text
-from harness.spec.model import BUILTIN_TRANSFORMS, InvalidGroup, Spec
+from harness.spec.model import BUILTIN_TRANSFORMS, Forward, InvalidGroup, Spec
 from harness.spec.names import unknown_name
 
 MAX_CASES = 100_000  # per spec: a params product beyond this is a typo, and expanding it would hang
@@ -88,7 +88,7 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
         for name in spec.forward.attributes:
             if name not in spec.attributes:
                 out.append(("forward.attributes", unknown_name("attribute", name, spec.attributes)))
-        out += _check_forward(spec, in_names)
+        out += _check_forward(spec, spec.forward, in_names)
     if spec.own_saved_state:
         for name in spec.own_saved_state.outputs:
             if name not in in_names:
@@ -105,9 +105,9 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
     return out
 
 
-def _check_forward(spec: Spec, in_names) -> list[tuple[str, str]]:
+def _check_forward(spec: Spec, forward: Forward, in_names) -> list[tuple[str, str]]:
     """Forward-only attributes and the shape rules of forward inputs the gradient op does not take."""
-    out, forward = [], spec.forward
+    out: list[tuple[str, str]] = []
     for name, attr in forward.own_attributes.items():
         where = f"forward.own_attributes.{name}"
         if name in spec.attributes:
