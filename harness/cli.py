@@ -591,18 +591,18 @@ def cmd_mutate(args) -> int:
 def _default_output(folder: str, name: str) -> Path:
     """reports/<folder>/<name> under the current directory, by `run`'s rule: never inside the installed package
     (RunDirError before any work is done)."""
-    from harness.run.rundir import check_outside_package
+    from harness.run.rundir import check_outside_package, default_reports
 
-    check_outside_package(Path("reports"), "--out FILE")
-    return Path("reports") / folder / name
+    check_outside_package(default_reports(), "--out FILE")
+    return default_reports() / folder / name
 
 
 def cmd_waivers(args) -> int:
     from harness.run import waivers
-    from harness.run.rundir import read_results, results_path
+    from harness.run.rundir import default_reports, read_results, results_path
 
     catalog = load(args)
-    run_dir = args.run_dir or _newest_run(Path("reports"))
+    run_dir = args.run_dir or _newest_run(default_reports())
     path = results_path(run_dir)
     if path is None:
         raise UsageError(f"{run_dir}: no results.jsonl.gz or results.jsonl; pass a run directory (opconform run --out DIR)")
@@ -678,7 +678,7 @@ def _start_run(args) -> tuple[Path | None, bool]:
 
     args.spec_index = check_run_options(args)  # usage errors first: nothing on disk is touched before they are
     created = args.out is None or not Path(args.out).exists()
-    out = args.out or rundir.new_run_dir(Path("reports"), args.tier)
+    out = args.out or rundir.new_run_dir(rundir.default_reports(), args.tier)
     args.out = rundir.start(out, {"tier": args.tier, "seed": args.seed, "threads": args.threads,
                                   "case_filter": args.cases, "selection": {"ops": args.ops, "backends": args.backends},
                                   "started": time.strftime("%Y-%m-%dT%H:%M:%S")})

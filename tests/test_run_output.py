@@ -139,17 +139,49 @@ def test_the_default_output_is_reports_under_the_current_directory(tmp_path):
     assert f"results: reports/{run.name}/results.jsonl.gz" in done.stdout
 
 
-def test_a_run_from_inside_the_installed_package_is_refused(tmp_path):
+def test_a_run_from_inside_the_installed_package_is_refused(monkeypatch, capsys):
+    """An installed wheel (no source checkout): a run from inside the package is refused, writing nothing."""
+    from harness.cli import main
+    from harness.spec import sources
+
     inside = Path(rundir.__file__).resolve().parent  # harness/run, in the package (editable or not)
     assert inside.parent in rundir.package_dirs()
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--ops", "ReluGrad", "--tier", "smoke",
-                           "--backends", "reference", "--no-progress", "--no-report"],
-                          cwd=inside, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    monkeypatch.setattr(sources, "checkout_root", lambda: None)
+    monkeypatch.chdir(inside)
+    code = main(["run", "--ops", "ReluGrad", "--tier", "smoke", "--backends", "reference", "--no-progress",
+                 "--no-report"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
         f"opconform: error: the current directory {inside} is inside the installed package {inside.parent}: "
         "run from another directory or pass --out DIR"]
     assert not (inside / "reports").exists()
+
+
+def test_from_a_subfolder_of_the_checkout_reports_go_to_the_checkout_s_own(tmp_path, monkeypatch):
+    from harness.spec import sources
+
+    clone = tmp_path / "clone"
+    (clone / "examples" / "command-backend").mkdir(parents=True)
+    monkeypatch.setattr(sources, "checkout_root", lambda: clone)
+    monkeypatch.chdir(clone / "examples" / "command-backend")
+    assert rundir.default_reports() == clone / "reports"  # never examples/command-backend/reports
+    monkeypatch.chdir(clone)
+    assert rundir.default_reports() == Path("reports")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert rundir.default_reports() == Path("reports")  # outside the checkout: the current directory's
+    monkeypatch.setattr(sources, "checkout_root", lambda: None)  # an installed wheel
+    monkeypatch.chdir(clone / "examples")
+    assert rundir.default_reports() == Path("reports")
+
+
+def test_the_checkout_is_found_from_a_source_tree_and_not_from_a_wheel(monkeypatch, tmp_path):
+    from harness.spec import sources
+
+    assert sources.checkout_root() == Path(sources.__file__).resolve().parents[2]  # this test runs from a clone
+    monkeypatch.setattr(sources, "_HARNESS", tmp_path / "site-packages" / "harness")
+    assert sources.checkout_root() is None
 
 
 @pytest.mark.parametrize("args, error", [
@@ -202,8 +234,11 @@ def test_the_pytest_gate_prints_the_names_of_the_files_it_wrote(tmp_path, capsys
 def test_bench_and_mutate_refuse_a_default_output_inside_the_installed_package(monkeypatch, capsys, argv):
     """bench and mutate default to ./reports/<kind>-<date>-<time>/ as `run` does, by its rule (rundir's
     check_outside_package): from inside the package, one line and exit 2 before any work."""
+    from harness.spec import sources
+
     inside = Path(rundir.__file__).resolve().parent
     existed = (inside / "reports").exists()
+    monkeypatch.setattr(sources, "checkout_root", lambda: None)  # an installed wheel: no checkout to fall back on
     monkeypatch.chdir(inside)
     try:
         assert main(argv) == 2

@@ -256,6 +256,17 @@ def package_dirs() -> list[Path]:
     return dirs
 
 
+def default_reports() -> Path:
+    """Where runs, benches and mutation figures go unless told: ./reports under the current directory; from a
+    subfolder of the source checkout the harness runs from, the checkout's own reports/, never the subfolder's."""
+    from harness.spec.sources import checkout_root
+
+    root = checkout_root()
+    if root is not None and root.resolve() in Path.cwd().resolve().parents:
+        return root / "reports"
+    return Path("reports")
+
+
 def check_outside_package(reports: Path, option: str = "--out DIR") -> None:
     """RunDirError when reports (./reports, a default output folder) would land inside the installed package;
     option: what the user can pass instead (`run`: --out DIR; bench and mutate: --out FILE)."""

@@ -47,7 +47,7 @@ class RunOptions:
     threads: int = 1
     timeout: float = DEFAULT_TIMEOUT  # harness.backends.limits
     out: Path | None = None
-    reports: Path = Path("reports")
+    reports: Path | None = None  # None: rundir.default_reports()
     progress: bool | None = None  # None: a bar on a terminal, a line per op otherwise
     allow_missing_backends: bool = False  # an unavailable expected backend is recorded, not a failed verdict
     waiver_files: list[str] = field(default_factory=list)  # --waivers: recorded, so a repro command loads them too
@@ -92,8 +92,9 @@ def open_backends(options: RunOptions) -> tuple[list, dict]:
 
 
 def new_run_dir(options: RunOptions) -> Path:
-    """--out, or a new directory under ./reports of the current directory (never inside the package)."""
-    return options.out or rundir.new_run_dir(options.reports, options.tier)
+    """--out, or a new directory under ./reports of the current directory (the checkout's own reports/ from one of
+    its subfolders; never inside the package)."""
+    return options.out or rundir.new_run_dir(options.reports or rundir.default_reports(), options.tier)
 
 
 Terminated = signals.Terminated  # SIGTERM during a run: it ends like Ctrl-C; the CLI exits 143

@@ -41,6 +41,12 @@ def builtin_root() -> Path:
     return _HARNESS / "specs"
 
 
+def checkout_root() -> Path | None:
+    """The source checkout this harness runs from (a clone, an editable install), None for an installed wheel."""
+    root = builtin_root()
+    return root.parent if root != _HARNESS / "specs" else None
+
+
 class UnknownOp(ValueError):
     pass
 
