@@ -55,6 +55,7 @@ def test_unset_means_the_best_level_the_cpu_has():
 def test_a_level_the_cpu_lacks_raises_before_any_code_runs(monkeypatch):
     monkeypatch.setattr(openmp_lib, "cpu_flags", lambda: set())  # a CPU with SSE2 only
     monkeypatch.setattr(openmp_lib, "_libs", {})
+    monkeypatch.setattr(openmp_lib, "_opened", {})  # what earlier tests in this worker opened is not this call's
     with pytest.raises(openmp_lib.IsaUnavailable, match=r"avx2 .*lacks: avx, avx2, fma"):
         openmp_lib.load("avx2")
     assert not any(p.endswith("_avx2.so") for p in openmp_lib._opened)  # not even dlopen'ed
