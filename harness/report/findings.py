@@ -53,6 +53,16 @@ def without_noise(r: Rec) -> str:
     return r.detail if unexpected(r.status) else _DIAGNOSIS_SUFFIX.sub("", r.detail).rstrip(" |")
 
 
+def with_details(examples, detail=None) -> list[tuple[Rec, str, str, list[str]]]:
+    """(result, command, detail, diagnoses not already in the detail) per (result, command): what findings and
+    an op's worst cases show. detail: how a result's detail is shown (default shown_detail)."""
+    out = []
+    for r, cmd in examples:
+        text = (detail or shown_detail)(r)
+        out.append((r, cmd, text, [d for d in shown_diagnoses(r) if d not in text]))
+    return out
+
+
 def shown_detail(r: Rec) -> str:
     """without_noise, and without what the result's finding already shows (the divergence's summary)."""
     detail = without_noise(r)
@@ -122,11 +132,7 @@ class Finding:
     @property
     def shown_examples(self) -> list[tuple[Rec, str, str, list[str]]]:
         """(result, command, detail, diagnoses not already in the detail) per example."""
-        out = []
-        for r, cmd in self.examples:
-            detail = shown_detail(r)
-            out.append((r, cmd, detail, [d for d in shown_diagnoses(r) if d not in detail]))
-        return out
+        return with_details(self.examples)
 
 
 def kind_of(r: Rec) -> tuple[str, str] | None:

@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from harness.report import repro, svg
 from harness.report.data import Rec, number
-from harness.report.findings import shown_diagnoses, unexpected, without_noise
+from harness.report.findings import shown_diagnoses, unexpected, with_details, without_noise
 from harness.report.status import Cell, rank
 from harness.spec.vocabulary import NUMERIC_DTYPES
 
@@ -101,11 +101,7 @@ class OpView:
     @property
     def worst_shown(self) -> list[tuple[Rec, str, str, list[str]]]:
         """worst, with each result's detail and the diagnoses not already in it, as findings show them."""
-        out = []
-        for r, cmd in self.worst:
-            detail = without_noise(r)
-            out.append((r, cmd, detail, [d for d in shown_diagnoses(r) if d not in detail]))
-        return out
+        return with_details(self.worst, without_noise)
 
 
 def json_metric(x: float | None):
