@@ -13,6 +13,15 @@ REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs"
 
 
+def alive(pid: int) -> bool:
+    """Running or sleeping; a zombie (killed, not yet reaped by a container's init) is gone."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 @pytest.fixture(scope="session")
 def catalog():
     return load_catalog(SPECS)

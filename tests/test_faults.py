@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import alive
 
 SLOW_PROGRAM = textwrap.dedent("""\
     #!/bin/sh
@@ -23,15 +24,6 @@ SLOW_PROGRAM = textwrap.dedent("""\
     echo "$$ $in_group $escaped" > "$PIDFILE.tmp" && mv "$PIDFILE.tmp" "$PIDFILE"
     sleep 302
 """)
-
-
-def _alive(pid: int) -> bool:
-    """Running or sleeping; a zombie (killed, not yet reaped by a container's init) is gone."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def _wait_for(predicate, seconds: float, step: float = 0.05) -> bool:
@@ -61,17 +53,17 @@ def test_a_command_program_and_its_children_die_with_a_sigkilled_harness(tmp_pat
         assert _wait_for(lambda: pidfile.is_file() or harness.poll() is not None, 180), "the program never started"
         assert harness.poll() is None, harness.communicate()
         pids = [int(p) for p in pidfile.read_text().split()]
-        assert len(pids) == 3 and all(_alive(p) for p in pids)
+        assert len(pids) == 3 and all(alive(p) for p in pids)
         harness.send_signal(signal.SIGKILL)
         harness.wait()
-        assert _wait_for(lambda: not any(_alive(p) for p in pids), 10), \
-            f"still running 10 s after the harness died: {[p for p in pids if _alive(p)]}"
+        assert _wait_for(lambda: not any(alive(p) for p in pids), 10), \
+            f"still running 10 s after the harness died: {[p for p in pids if alive(p)]}"
     finally:
         if harness.poll() is None:
             harness.kill()
         harness.communicate()
         for pid in pidfile.read_text().split() if pidfile.is_file() else []:
-            if _alive(int(pid)):
+            if alive(int(pid)):
                 os.kill(int(pid), signal.SIGKILL)
 
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, alive
 
 from harness.backends import worker_template
 from harness.backends.base import Crashed
@@ -30,15 +30,6 @@ PARENT = textwrap.dedent("""
 
 def _env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-
-
-def _alive(pid: int) -> bool:
-    """Running or sleeping; a zombie (killed, not yet reaped by a container's init) is gone."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def _cpu_ticks(pid: int) -> int:
@@ -62,10 +53,10 @@ def test_killing_the_parent_of_a_busy_worker_leaves_no_worker(fork):
         parent.kill()
         parent.wait()
         killed = time.monotonic()
-        while (_alive(worker) or (template and _alive(template))) and time.monotonic() - killed < 2:
+        while (alive(worker) or (template and alive(template))) and time.monotonic() - killed < 2:
             time.sleep(0.02)
-        assert not _alive(worker), "the worker outlived its parent by 2 s"
-        assert not template or not _alive(template), "the worker template outlived the harness by 2 s"
+        assert not alive(worker), "the worker outlived its parent by 2 s"
+        assert not template or not alive(template), "the worker template outlived the harness by 2 s"
     finally:
         parent.kill()
 
