@@ -201,7 +201,7 @@ def test_merge_fails_on_a_crash(tmp_path, catalog):
 # ---- the reduction allowance and its note: (d) -------------------------------------------------
 
 def test_reduction_allowance_is_sqrt_k_and_its_note_says_the_same_numbers(catalog):
-    from harness.core.tensors import resolve_attributes
+    from harness.core.shapes import resolve_attributes
     from harness.spec.dotted import resolve
 
     spec = catalog.by_op("SoftmaxGrad_13")

@@ -11,7 +11,8 @@ from harness.core import generators, spec_checks
 from harness.core.cases import expand
 from harness.core.contract import input_problems
 from harness.core.gradcheck import gradient_check
-from harness.core.tensors import CaseError, forward_call_parts, make_tensors
+from harness.core.shapes import CaseError
+from harness.core.tensors import forward_call_parts, make_tensors
 from harness.spec.model import Spec
 from reference.ops.gather_grad import gather_grad
 

@@ -9,7 +9,7 @@ import pytest
 from harness.backends.reference import ReferenceBackend
 from harness.core.cases import expand
 from harness.core.compare import compare
-from harness.core.tensors import input_shapes
+from harness.core.shapes import input_shapes
 from harness.core.tolerance import allowances
 from harness.run.engine import judge, prepare
 from reference.forward import softmax as fwd

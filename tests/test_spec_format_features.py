@@ -13,7 +13,8 @@ from harness.codegen import gen_docs
 from harness.core import generators, spec_checks
 from harness.core.cases import expand
 from harness.core.gradcheck import gradient_check
-from harness.core.tensors import CaseError, input_shapes, make_tensors
+from harness.core.shapes import CaseError, input_shapes
+from harness.core.tensors import make_tensors
 from harness.spec.model import IndicesGenerator, LabelsGenerator, MaskGenerator, Spec
 
 ROW = {

@@ -11,7 +11,7 @@ import numpy as np
 
 from harness.backends.base import Backend, Outputs, Rejected, Request, Support
 from harness.core import contract, dtypes
-from harness.core.tensors import resolve_attributes
+from harness.core.shapes import resolve_attributes
 from harness.spec.dotted import resolve
 from harness.spec.model import Spec
 

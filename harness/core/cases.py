@@ -11,12 +11,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.shapes import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, declared_output_shapes
 from harness.spec.model import Group, InvalidGroup, Spec
 from harness.spec.vocabulary import TIERS
 
-# Case parameters with a meaning of their own; the rest are attributes or hook parameters.
-SHAPE, OUTPUTS, OMIT = "shape", "outputs", "omit"
-BUILTIN_PARAMS = (SHAPE, OUTPUTS, OMIT)
+# The case parameters with a meaning of their own are defined with the shape rules; read here too.
+__all__ = ["BUILTIN_PARAMS", "OMIT", "OUTPUTS", "SHAPE", "Case", "case_id", "expand", "group_params", "stable_seed"]
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,6 @@ class Case:
         inputs (`dX_shape`, Spec.declared_shapes): backends write those on the graph output, never on the node."""
         written = self.node_attributes
         if self.spec.declared_shapes():
-            from harness.core.tensors import declared_output_shapes  # tensors imports this module
-
             written.update(declared_output_shapes(self))
         return written
 

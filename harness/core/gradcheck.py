@@ -25,7 +25,7 @@ import numpy as np
 
 from harness.core.cases import Case, stable_seed
 from harness.core.compare import json_number
-from harness.core.tensors import forward_attributes, resolve_attributes
+from harness.core.shapes import forward_attributes, resolve_attributes
 from harness.spec.dotted import resolve
 
 ORDER = 1.75  # the remainder must fall at least this many orders per halving (right: 3, wrong: 1)

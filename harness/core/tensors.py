@@ -12,155 +12,27 @@ import math
 import numpy as np
 
 from harness.core import dtypes, generators
-from harness.core.cases import SHAPE, Case, stable_seed
+from harness.core.cases import Case, stable_seed
+from harness.core.shapes import (
+    DERIVED_ROLES,
+    DRAWN_ROLES,
+    CaseError,
+    declared_output_shapes,
+    forward_attributes,
+    forward_of,
+    input_shapes,
+    resolve_attributes,
+    rule_shapes,
+)
 from harness.spec.dotted import resolve
 from harness.spec.errors import exception_text
-from harness.spec.model import Forward, Generator, InvalidGroup, Spec
+from harness.spec.model import Generator, InvalidGroup
 
-DRAWN_ROLES = ("grad_output", "forward_input")
-DERIVED_ROLES = ("forward_output", "saved_activation")
+# The shape rules moved to harness.core.shapes; these names stay importable from here for tensors' callers.
+__all__ = ["DERIVED_ROLES", "DRAWN_ROLES", "CaseError", "declared_output_shapes", "forward_attributes",
+           "forward_call_parts", "input_shapes", "make_inputs", "make_tensors", "resolve_attributes"]
+
 DEFAULT_GENERATOR = Generator()
-
-
-class CaseError(ValueError):
-    """The spec cannot build this case (a spec bug, reported as an error result, never a crash)."""
-
-
-def resolve_attributes(spec: Spec, written: dict) -> dict:
-    """Every attribute the op has: the written value, else its default; and the model-declared output shapes
-    that came with them (Spec.declared_shapes)."""
-    resolved = {name: written.get(name, attr.default) for name, attr in spec.attributes.items()}
-    resolved.update({key: written[key] for key in spec.declared_shapes() if key in written})
-    return resolved
-
-
-def declared_output_shapes(case: Case) -> dict[str, list[int]]:
-    """`<output>_shape` -> the shape of the forward input it names, for outputs the model must size."""
-    _, forward_shapes = _rule_shapes(case, derive=False)
-    return {key: list(forward_shapes[source]) for key, source in case.spec.declared_shapes().items()
-            if forward_shapes.get(source) is not None}
-
-
-def _forward_of(case: Case) -> Forward:
-    """The spec's forward section; only the inputs a forward op makes or takes ask for it."""
-    if case.spec.forward is None:
-        raise CaseError("inputs with role forward_output or saved_activation need a `forward:` section")
-    return case.spec.forward
-
-
-def forward_attributes(case: Case) -> dict:
-    """The forward op's attributes: the shared spec attributes, then its own (group params override defaults)."""
-    spec, forward = case.spec, _forward_of(case)
-    attrs = resolve_attributes(spec, case.node_attributes)
-    shared = {a: attrs[a] for a in forward.attributes}
-    own = {name: case.params.get(name, attr.default) for name, attr in forward.own_attributes.items()}
-    return {**shared, **own}
-
-
-def input_shapes(case: Case) -> dict[str, tuple[int, ...] | None]:
-    shapes, _ = _rule_shapes(case)
-    overrides = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
-    # An invalid case changes the named inputs only: the others keep the shapes the rules give them.
-    return {**shapes, **{name: tuple(shape) for name, shape in overrides.items()}}
-
-
-def _rule_shapes(case: Case, derive: bool = True) -> tuple[dict, dict]:
-    """(op input shapes, forward-only input shapes) as the spec's rules give them, before invalid overrides;
-    derive=False leaves derived inputs without a rule at None (no forward run)."""
-    spec, params = case.spec, case.params
-    context = {**resolve_attributes(spec, case.node_attributes), **params}
-    from_hook = resolve(spec.cases.shapes)(params) if spec.cases.shapes else {}
-    shapes: dict[str, tuple[int, ...] | None] = {}
-    forward_shapes: dict[str, tuple[int, ...] | None] = {}
-    op_inputs = {i.name for i in spec.inputs}
-    derived_from_forward: list[str] = []
-    by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
-
-    def forward_shape(name: str, seen) -> tuple[int, ...] | None:
-        """The shape of a forward input: the op input it is, the hook's, or its rule in forward.shapes."""
-        if name in by_forward_name:
-            return shape_of(by_forward_name[name], seen)
-        if name in forward_shapes:
-            return forward_shapes[name]
-        if name in seen:
-            raise CaseError(f"forward input '{name}': shape rules form a cycle through {', '.join(seen)}")
-        rule = _forward_of(case).shapes.get(name)
-        if name in from_hook:
-            shape = None if from_hook[name] is None else tuple(from_hook[name])
-        elif rule is None:
-            raise CaseError(f"forward input '{name}' is not an input of {spec.op}: give it a rule in forward.shapes")
-        elif rule.shape is not None:
-            shape = tuple(rule.shape)
-        elif rule.shape_from:
-            source = rule.shape_from
-            shape = shape_of(source, (*seen, name)) if source in op_inputs else forward_shape(source, (*seen, name))
-        else:
-            deps = {i.name: shape_of(i.name, (*seen, name)) for i in spec.inputs if i.name not in seen}
-            shape = tuple(resolve(rule.shape_fn)(deps, context))
-        forward_shapes[name] = shape
-        return shape
-
-    def shape_of(name: str, seen=()) -> tuple[int, ...] | None:
-        if name in shapes:
-            return shapes[name]
-        if name in seen:
-            raise CaseError(f"input '{name}': shape rules form a cycle through {', '.join(seen)}")
-        inp = spec.input(name)
-        if name in case.omitted_inputs:
-            shape = None
-        elif name in from_hook:  # the hook may leave an optional input out (None), e.g. GRU's sequence_lens
-            if from_hook[name] is None and not inp.optional:
-                raise CaseError(f"input '{name}' is required but {spec.cases.shapes} gave it no shape")
-            shape = None if from_hook[name] is None else tuple(from_hook[name])
-        elif inp.shape_from:
-            shape = shape_of(inp.shape_from, (*seen, name))
-        elif inp.shape_fn:
-            deps = {i.name: shape_of(i.name, (*seen, name)) for i in spec.inputs[: spec.inputs.index(inp)]}
-            shape = tuple(resolve(inp.shape_fn)(deps, context))
-        elif inp.shape is not None:
-            shape = tuple(inp.shape)
-        elif inp.role in DERIVED_ROLES and spec.forward and (inp.forward_name or name) in spec.forward.outputs:
-            derived_from_forward.append(name)  # the forward reference's output shape, filled in below
-            shape = None
-        elif SHAPE in params:
-            shape = tuple(params[SHAPE])
-        else:
-            raise CaseError(f"input '{name}': no shape; give the group a `shape` param or the input a shape rule")
-        shapes[name] = shape
-        return shape
-
-    for inp in spec.inputs:
-        shape_of(inp.name)
-    if spec.forward:
-        for name in spec.forward.inputs:
-            forward_shape(name, ())
-    if derived_from_forward and derive:
-        shapes.update(_forward_output_shapes(case, shapes, forward_shapes, derived_from_forward))
-    return shapes, forward_shapes
-
-
-def _forward_output_shapes(case: Case, shapes, forward_shapes, names) -> dict:
-    """Shapes of saved forward outputs without a rule: the forward reference run on zeros of the input shapes.
-    An invalid case whose inputs do not fit the forward op falls back to the `shape` param."""
-    spec, forward = case.spec, _forward_of(case)
-    by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
-    args = {}
-    for name in forward.inputs:
-        shape = shapes[by_forward_name[name]] if name in by_forward_name else forward_shapes.get(name)
-        args[name] = None if shape is None else np.zeros(shape)
-    try:
-        with np.errstate(all="ignore"):
-            result = resolve(forward.reference)(**args, **forward_attributes(case))
-    except Exception as e:
-        if case.valid:
-            raise CaseError(f"forward reference {forward.reference} failed on zeros to give the shapes of "
-                            f"{', '.join(names)}: {exception_text(e)}; give them a shape rule") from e
-        if SHAPE not in case.params:
-            raise CaseError(f"inputs {', '.join(names)}: the forward op does not fit this invalid case; give them "
-                            "shapes in the group's `shapes`") from e
-        return {name: tuple(case.params[SHAPE]) for name in names}
-    produced = dict(zip(forward.outputs, result if isinstance(result, tuple) else (result,)))
-    return {name: np.shape(produced[spec.input(name).forward_name or name]) for name in names}
 
 
 def draw(gen: Generator, shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
@@ -231,7 +103,7 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
     @functools.cache
     def integer_context() -> tuple[dict, dict]:
         # bounds and shape_of may name forward-only inputs (GatherGrad's X) and read the axis from an attribute
-        _, forward_shapes = _rule_shapes(case, derive=False)
+        _, forward_shapes = rule_shapes(case, derive=False)
         return {**forward_shapes, **shapes}, {**resolve_attributes(spec, case.node_attributes), **case.params}
 
     def draw_input(name: str, shape, dtype: str) -> np.ndarray:
@@ -267,9 +139,9 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
 
 def forward_arguments(case: Case, inputs, draw_input) -> dict[str, np.ndarray | None]:
     """The forward op's inputs in float64: the op's own forward inputs, others drawn (Sigmoid's X)."""
-    spec, forward = case.spec, _forward_of(case)
+    spec, forward = case.spec, forward_of(case)
     by_forward_name = {(i.forward_name or i.name): i for i in spec.inputs if i.role == "forward_input"}
-    _, forward_shapes = _rule_shapes(case)  # forward-only inputs: the hook's shape or their forward.shapes rule
+    _, forward_shapes = rule_shapes(case)  # forward-only inputs: the hook's shape or their forward.shapes rule
     args = {}
     for name in forward.inputs:
         if name in by_forward_name:
@@ -283,7 +155,7 @@ def forward_arguments(case: Case, inputs, draw_input) -> dict[str, np.ndarray | 
 
 def _run_forward(case: Case, args: dict) -> dict[str, np.ndarray] | None:
     """Forward outputs by name; None when an invalid case's inputs do not fit the forward op."""
-    forward = _forward_of(case)
+    forward = forward_of(case)
     try:
         with np.errstate(all="ignore"):
             result = resolve(forward.reference)(**args, **forward_attributes(case))
@@ -298,7 +170,7 @@ def _run_forward(case: Case, args: dict) -> dict[str, np.ndarray] | None:
 def forward_call_parts(case: Case, inputs: dict, forward_args: dict) -> tuple[dict, dict, str]:
     """(forward inputs in their case dtypes, forward attributes as the case writes them, why the case
     cannot run from them or ''), for backends that differentiate the forward op themselves."""
-    spec, forward = case.spec, _forward_of(case)
+    spec, forward = case.spec, forward_of(case)
     overridden = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
     # a training graph makes derived inputs, and shape_of ones (GatherGrad's shape = Shape(X)), itself
     made_by_graph = [i.name for i in spec.inputs if i.role in DERIVED_ROLES

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.core import dtypes
-from harness.core.tensors import resolve_attributes
+from harness.core.shapes import resolve_attributes
 from harness.spec.dotted import resolve
 from harness.spec.model import Spec
 

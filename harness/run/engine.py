@@ -28,8 +28,9 @@ from harness.core import contract
 from harness.core.cases import Case
 from harness.core.compare import compare
 from harness.core.dtypes import NUMPY
+from harness.core.shapes import CaseError
 from harness.core.status import EXPLAINS, STATUSES, UNEXPECTED, Check, Failure, Problem, Status  # noqa: F401 (re-exported)
-from harness.core.tensors import CaseError, forward_call_parts, make_tensors
+from harness.core.tensors import forward_call_parts, make_tensors
 from harness.core.tolerance import Tolerance, allowances
 from harness.run.diagnose import diagnose
 from harness.run.probe import capability

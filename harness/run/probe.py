@@ -20,7 +20,8 @@ from __future__ import annotations
 from harness.backends.base import Backend, ForwardCall, Request, Support
 from harness.core import dtypes
 from harness.core.cases import TIERS, Case, expand
-from harness.core.tensors import forward_call_parts, input_shapes, make_tensors
+from harness.core.shapes import input_shapes
+from harness.core.tensors import forward_call_parts, make_tensors
 from harness.spec.model import Spec
 
 LABELS = {"kernel": "kernel", "function_body": "function body", "cast+kernel": "cast > kernel",
