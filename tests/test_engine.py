@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from harness.backends.base import Backend, Crashed, Outputs, Rejected, TimedOut
-from harness.backends.reference import evaluate
 from harness.core import dtypes
 from harness.core.cases import expand
+from harness.core.evaluate import evaluate
 from harness.core.tolerance import Reduction, allowances, unit_roundoff
 from harness.run import gate, rundir
 from harness.run.case_checks import run_case

@@ -18,9 +18,9 @@ import pytest
 
 from harness.backends.base import Backend, Outputs, Rejected
 from harness.backends.ort_autograd import OrtAutogradBackend
-from harness.backends.reference import evaluate
 from harness.core import dtypes
 from harness.core.cases import expand
+from harness.core.evaluate import evaluate
 from harness.run import gate
 from harness.run.case_checks import run_case
 from harness.run.engine import prepare

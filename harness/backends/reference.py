@@ -1,4 +1,4 @@
-"""The `reference` backend: the NumPy references in float64, rounded once to the case dtype.
+"""The `reference` backend: the NumPy references in float64 (harness.core.evaluate), rounded once to the case dtype.
 
 It rejects exactly what the spec calls invalid (harness.core.contract), so a spec's invalid-input cases
 are checked against the spec itself as well as against real backends.
@@ -11,20 +11,7 @@ import numpy as np
 
 from harness.backends.base import Backend, Outputs, Rejected, Request, Support
 from harness.core import contract, dtypes
-from harness.core.shapes import resolve_attributes
-from harness.spec.dotted import resolve
-from harness.spec.model import Spec
-
-
-def evaluate(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[np.ndarray]:
-    """The reference outputs in float64, in the spec's output order."""
-    args = {name: None if v is None else np.asarray(v, dtype=np.float64) for name, v in inputs.items()}
-    with np.errstate(all="ignore"):  # NaN and inf inputs are cases, not accidents
-        result = resolve(spec.reference)(**args, **resolve_attributes(spec, written))
-    result = list(result) if isinstance(result, tuple) else [result]
-    if len(result) != len(spec.outputs):
-        raise ValueError(f"{spec.reference} returned {len(result)} outputs; the spec has {len(spec.outputs)}")
-    return [np.asarray(r, dtype=np.float64) for r in result]
+from harness.core.evaluate import evaluate
 
 
 @dataclass

@@ -20,8 +20,8 @@ from typing import Callable
 
 import numpy as np
 
-from harness.backends.reference import evaluate
 from harness.core.compare import Comparison, compare, json_number
+from harness.core.evaluate import evaluate
 from harness.core.tolerance import Tolerance
 from harness.spec.model import BUILTIN_TRANSFORMS
 

@@ -23,11 +23,11 @@ from enum import Enum
 import numpy as np
 
 from harness.backends.base import Backend, Crashed, ForwardCall, Outcome, Outputs, Rejected, Request, TimedOut, Unsupported
-from harness.backends.reference import evaluate
 from harness.core import contract
 from harness.core.cases import Case
 from harness.core.compare import compare
 from harness.core.dtypes import NUMPY
+from harness.core.evaluate import evaluate
 from harness.core.shapes import CaseError
 from harness.core.status import EXPLAINS, STATUSES, UNEXPECTED, Check, Failure, Problem, Status  # noqa: F401 (re-exported)
 from harness.core.tensors import forward_call_parts, make_tensors

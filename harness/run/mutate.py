@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.backends.base import Backend, Outputs, Request
-from harness.backends.reference import ReferenceBackend, evaluate
+from harness.backends.reference import ReferenceBackend
 from harness.core import dtypes
 from harness.core.cases import expand
 from harness.core.compare import judged_expected
+from harness.core.evaluate import evaluate
 from harness.core.status import Status
 from harness.core.tolerance import allowed_error
 from harness.run.engine import Prepared, judge, prepare, request_for

@@ -27,9 +27,9 @@ import fnmatch
 import numpy as np
 
 from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, TimedOut, Unsupported
-from harness.backends.reference import evaluate
 from harness.core import dtypes
 from harness.core.compare import compare
+from harness.core.evaluate import evaluate
 from harness.core.tolerance import Tolerance, allowances
 from harness.run.engine import Prepared, Result, judge, new_result, request_for
 

@@ -1,0 +1,20 @@
+"""The float64 reference of a spec: what every check compares against (the engine's expected values, the
+self-consistency checks, diagnosis and mutation) and what the `reference` backend rounds to the case dtype."""
+from __future__ import annotations
+
+import numpy as np
+
+from harness.core.shapes import resolve_attributes
+from harness.spec.dotted import resolve
+from harness.spec.model import Spec
+
+
+def evaluate(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[np.ndarray]:
+    """The reference outputs in float64, in the spec's output order."""
+    args = {name: None if v is None else np.asarray(v, dtype=np.float64) for name, v in inputs.items()}
+    with np.errstate(all="ignore"):  # NaN and inf inputs are cases, not accidents
+        result = resolve(spec.reference)(**args, **resolve_attributes(spec, written))
+    result = list(result) if isinstance(result, tuple) else [result]
+    if len(result) != len(spec.outputs):
+        raise ValueError(f"{spec.reference} returned {len(result)} outputs; the spec has {len(spec.outputs)}")
+    return [np.asarray(r, dtype=np.float64) for r in result]
