@@ -298,6 +298,17 @@ def cmd_validate(args) -> int:
             print(problem, file=sys.stderr)
         print(f"{len(e.problems)} problem(s) found", file=sys.stderr)
         return EXIT_FAILED
+    # the C op table (csrc/ops.def) against the specs and the built library: harness.run.op_table
+    from harness.run import op_table
+
+    problems, notes = op_table.check(catalog.root, catalog.specs, complete=catalog.complete)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if problems:
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"{len(problems)} problem(s) found", file=sys.stderr)
+        return EXIT_FAILED
     print(f"{len(catalog.specs)} specs valid: {', '.join(s.op for s in catalog.specs)}")
     return EXIT_FAILED if _warn_waiver_reviews(catalog) else EXIT_OK
 

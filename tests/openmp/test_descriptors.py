@@ -1,7 +1,8 @@
 """Every op the C library registers, held against its spec: the descriptor (csrc/<op file>.c, read through
 opc_op_at) must name the spec's inputs and outputs in order, mark the same inputs optional, take exactly the
 spec's attributes (plus the `<output>_shape` ones a model declares), and compute only dtypes the spec's type
-constraint allows (the rest are the library's extras, declared apart and never offered to runs)."""
+constraint allows (the rest are the library's extras, declared apart and never offered to runs). The comparison
+is harness.run.op_table's, which `opconform validate` runs too; so are the op table's own checks, tested here."""
 from __future__ import annotations
 
 import re
@@ -11,45 +12,12 @@ import numpy as np
 import pytest
 
 from harness.core.spec_loader import load_catalog
+from harness.run import op_table
+from harness.run.op_table import descriptor_problems
 
 from .omp_helpers import C_OP_TABLE, c_op_table
 
 SPECS = C_OP_TABLE.parents[1] / "specs"
-
-
-def descriptor_problems(info: dict, spec) -> list[str]:
-    """What an op's C descriptor (openmp_lib.op_info) says that its spec does not; [] when they agree."""
-    problems = []
-    inputs = [i.name for i in spec.inputs]
-    if info["inputs"] != inputs:
-        problems.append(f"inputs {info['inputs']} != spec's {inputs}")
-    optional = [i.name for i in spec.inputs if i.optional]
-    if info["optional_inputs"] != optional:
-        problems.append(f"optional inputs {info['optional_inputs']} != spec's {optional}")
-    outputs = [o.name for o in spec.outputs]
-    if info["outputs"] != outputs:
-        problems.append(f"outputs {info['outputs']} != spec's {outputs}")
-    # The node's attributes, and the shapes a model declares for outputs the op cannot size (MaxPoolGrad's
-    # dX_shape), which travel beside them.
-    attributes = set(spec.attributes) | set(spec.declared_shapes())
-    if len(set(info["attributes"])) != len(info["attributes"]):
-        problems.append(f"attributes {info['attributes']} name one twice")
-    if set(info["attributes"]) != attributes:
-        problems.append(f"attributes {sorted(info['attributes'])} != spec's {sorted(attributes)}")
-    if stray := set(info["extra_attributes"]) & attributes:
-        problems.append(f"extra attributes {sorted(stray)} are the spec's: list them with the attributes")
-    # The dtype a case runs in binds the spec's main type variable (Spec.main_type); the others (indices,
-    # masks) are fixed by the kernel's own input checks.
-    variable = spec.main_type
-    allowed = spec.type_constraints[variable].types
-    if not info["dtypes"]:
-        problems.append("no dtypes")
-    if outside := [d for d in info["dtypes"] if d not in allowed]:
-        problems.append(f"dtypes {outside} are not in the spec's {variable} {allowed}: move them to the extra "
-                        "dtypes (computed for the library's tests, never offered to runs) or drop them")
-    if stray := [d for d in info["extra_dtypes"] if d in allowed]:
-        problems.append(f"extra dtypes {stray} are in the spec's {variable}: list them with the dtypes")
-    return problems
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +31,12 @@ def test_the_registry_is_the_op_table_in_order(lib, specs):
     assert len(table) >= 27 and len({op for op, _ in table}) == len(table), table
     assert lib.ops() == [op for op, _ in table]
     assert [op for op, _ in table if op not in specs] == []
+    assert op_table.read_table(C_OP_TABLE) == table
     for op, source in table:
         text = (C_OP_TABLE.parent / source).read_text()
         assert re.search(rf"\b(OPC_DEFINE_OP\({op}\)|[A-Z_]+_OP\({op},)", text), f"{source} does not define {op}"
+    assert op_table.table_problems(C_OP_TABLE, specs) == []
+    assert op_table.library_problems(C_OP_TABLE, specs, lib) == []
 
 
 def test_every_descriptor_agrees_with_its_spec(lib, specs):
@@ -131,3 +102,89 @@ def test_extras_are_accepted_but_not_offered(lib):
     with pytest.raises(lib.KernelError, match=r"dtype int32 is not supported \(supported: float32, float64\)"):
         lib.run("GRUTraining", [np.zeros((1, 1, 2), np.int32), np.zeros((1, 3, 2), np.int32),
                                 np.zeros((1, 3, 1), np.int32)], {"hidden_size": 1})
+
+
+# ---- the op table's checks, as `opconform validate` runs them (seconds, no build) --------------------------------
+
+@pytest.fixture
+def csrc_copy(tmp_path):
+    """A copy of csrc/ (C files and ops.def only) that a test may break; its ops.def is read as validate reads it."""
+    csrc = tmp_path / "csrc"
+    csrc.mkdir()
+    for path in C_OP_TABLE.parent.iterdir():
+        if path.suffix in (".c", ".h", ".def"):
+            (csrc / path.name).write_text(path.read_text())
+    return csrc / "ops.def"
+
+
+def _lines(problems) -> list[str]:
+    return [str(p) for p in problems]
+
+
+def test_the_op_tables_own_problems_name_op_and_fix(csrc_copy, specs):
+    assert op_table.table_problems(csrc_copy, specs) == []
+    text = csrc_copy.read_text()
+    csrc_copy.write_text(text + 'OPC_OP(SquareGrad, "square_grad.c")\nOPC_OP(ReluGrad, "softmax.c")\nOPC_OP(Oops)\n')
+    lines = _lines(op_table.table_problems(csrc_copy, specs))
+    assert len(lines) == 5, lines
+    assert lines[0].endswith("cannot read 'OPC_OP(Oops)'; write OPC_OP(<Op>, \"<file>.c\")")
+    assert ": SquareGrad: no spec for SquareGrad: write specs/<domain>/SquareGrad.yaml" in lines[1]
+    assert ": SquareGrad: its file csrc/square_grad.c does not exist" in lines[2]
+    assert ": ReluGrad: listed twice; keep one line per op" in lines[3]
+    assert ": ReluGrad: csrc/softmax.c does not define ReluGrad: add OPC_DEFINE_OP(ReluGrad)" in lines[4]
+    # a selection of specs cannot tell a missing spec from one not loaded
+    assert not any("no spec" in line for line in _lines(op_table.table_problems(csrc_copy, specs, complete=False)))
+
+
+def test_an_entry_without_its_line_in_the_table_is_reported(csrc_copy, specs):
+    """The reverse: OPC_DEFINE_OP in a C file whose op ops.def does not list would compile and never register."""
+    dropout = csrc_copy.parent / "dropout.c"
+    dropout.write_text(dropout.read_text() + "\nOPC_DEFINE_OP(DropoutGrad2) = {0};\n")
+    (line,) = _lines(op_table.table_problems(csrc_copy, specs))
+    assert line.endswith("dropout.c: DropoutGrad2: OPC_DEFINE_OP(DropoutGrad2) has no line in csrc/ops.def, so the "
+                         'library never registers it: add OPC_OP(DropoutGrad2, "dropout.c")'), line
+    # an entry macro's own body (eltwise.c's EW_OP) is not an entry
+    assert op_table.entries((C_OP_TABLE.parent / "eltwise.c").read_text())[:2] == ["ReluGrad", "SigmoidGrad"]
+
+
+class _Library:
+    """A stand-in for openmp_lib: the registry and the descriptors a test makes up."""
+
+    def __init__(self, lib, ops=None, change=None):
+        self._lib, self._ops, self._change = lib, ops, change
+
+    def ops(self):
+        return self._ops if self._ops is not None else self._lib.ops()
+
+    def op_info(self, op):
+        info = self._lib.op_info(op)
+        if self._change and op == "DropoutGrad":
+            self._change(info)
+        return info
+
+
+def test_the_library_is_held_against_the_table_and_the_specs(lib, specs):
+    table = [op for op, _ in c_op_table()]
+    stale = op_table.library_problems(C_OP_TABLE, specs, _Library(lib, ops=table[:-1]))
+    assert _lines(stale) == [f"{op_table.shown(C_OP_TABLE)}: the loaded C library was built from another op table "
+                             f"(lacks {table[-1]}): rebuild it, pip install --no-build-isolation -e . (docs/install.md)"]
+    wrong = op_table.library_problems(C_OP_TABLE, specs, _Library(lib, change=lambda d: d["optional_inputs"].pop()))
+    assert [line.split(": ", 2)[1:] for line in _lines(wrong)] == [[
+        "OPC_DEFINE_OP(DropoutGrad)", "optional inputs ['ratio'] != spec's ['ratio', 'training_mode']; make the "
+        "descriptor and the spec agree (then rebuild)"]]
+    assert _lines(wrong)[0].startswith(op_table.shown(C_OP_TABLE.parent / "dropout.c"))
+
+
+def test_validate_checks_the_table_and_says_when_the_library_is_not_there(specs):
+    root = C_OP_TABLE.parents[1] / "specs"
+    problems, notes = op_table.check(root, list(specs.values()))
+    assert problems == [] and notes == []
+
+    def missing():
+        raise FileNotFoundError("no baseline build of the kernel library in the package")
+
+    problems, notes = op_table.check(root, list(specs.values()), load_library=missing)
+    assert problems == [] and notes == ["the C kernel library cannot be loaded (no baseline build of the kernel "
+                                        "library in the package); its descriptor checks are skipped"]
+    # an installed wheel's specs have no csrc/ beside them: nothing to check
+    assert op_table.check(root / "com.microsoft", list(specs.values())) == ([], [])
