@@ -1,4 +1,6 @@
-"""Numerically careful scalar functions shared by the references (float64, exact limits at +/-inf)."""
+"""Helpers shared by the references of several ops: numerically careful scalar functions (float64, exact limits
+at +/-inf) and axis normalisation. An op's own hooks live in its module pair, reference/ops/<op>.py and
+reference/forward/<op>.py, never here."""
 import math
 
 import numpy as np
@@ -29,3 +31,9 @@ def normal_pdf(x):
 def at_infinity(x, derivative, at_pos_inf, at_neg_inf):
     """Replace a derivative evaluated literally (inf * 0 = NaN) by its true limits at x = +/-inf."""
     return np.where(np.isposinf(x), at_pos_inf, np.where(np.isneginf(x), at_neg_inf, derivative))
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is outside [{-rank}, {rank - 1}] for rank {rank}")
+    return axis % rank

@@ -13,8 +13,8 @@ from harness.core.cases import expand
 from harness.core.spec_loader import load_catalog
 from harness.run.engine import judge, prepare, request_for
 from harness.run.self_consistency import OUTPUT_SUBSET
+from reference.forward.conv import conv_resolved_pads
 from reference.ops.conv_grad import conv_grad
-from reference.shapes import conv_resolved_pads
 
 
 def test_ci_tier_has_the_cases_the_issue_asks_for(catalog):
@@ -42,7 +42,7 @@ def test_every_valid_case_passes_the_contract_and_the_reference(catalog, case):
 
 
 # What the reference's rejection must name for each invalid group: the one definition of validity
-# (harness.core.contract, reference.shapes:conv_check) decides, and says why.
+# (harness.core.contract, reference.forward.conv:conv_check) decides, and says why.
 REJECTION_NAMES = {
     "dy_shape_mismatch": "dY shape", "dy_too_small": "dY shape", "bad_strides": "strides", "pads_too_short": "pads",
     "dilations_too_short": "dilations", "pads_too_long": "pads", "dilations_zero": "dilations",

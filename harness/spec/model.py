@@ -105,7 +105,7 @@ class ShapeRule(Section):
     shape_from: str | None = Field(None, description="the op input or forward input whose shape this one equals",
                                    examples=["dY"])
     shape_fn: Dotted | None = Field(None, description="module:function(shapes, params) giving the shape; shapes "
-                                    "holds the op inputs' shapes", examples=["reference.shapes:last_axis"])
+                                    "holds the op inputs' shapes", examples=["reference.ops.batch_norm_grad:channel_shape"])
     shape: list[NonNegative] | None = Field(None, description="a fixed shape, [] for a scalar", examples=[[]])
 
 
@@ -132,7 +132,7 @@ class Forward(Section):
         "that runs the forward op itself (ort-autograd) cannot give it the case's draw", examples=[["mask"]])
     shapes: dict[Identifier, ShapeRule] = Field(
         {}, description="shape rules of the forward inputs the gradient op does not take (unless cases.shapes "
-        "gives them)", examples=[{"X": {"shape_from": "dY"}}, {"B": {"shape_fn": "reference.shapes:last_axis"}}])
+        "gives them)", examples=[{"X": {"shape_from": "dY"}}, {"B": {"shape_fn": "reference.ops.batch_norm_grad:channel_shape"}}])
 
 
 class Tolerance(Section):

@@ -262,3 +262,16 @@ def gru_training(X, W, R, B=None, sequence_lens=None, initial_h=None, *, hidden_
             state = np.where(live, new, state)
         Ht[d] = state
     return HAll, Ht, ZRH
+
+
+def gru_case_shapes(params):
+    """GRUTraining / GRUGrad shapes from case parameters {seq, batch, input_size, hidden_size, direction?}.
+
+    The sequence_lens input is left out (None) unless params has `with_sequence_lens: true`: most backends
+    reject it, so cases give it only where they mean to.
+    """
+    directions = 2 if params.get("direction") == "bidirectional" else 1
+    shapes = gru_shapes(params["seq"], params["batch"], params["input_size"], params["hidden_size"], directions)
+    if not params.get("with_sequence_lens"):
+        shapes["sequence_lens"] = None
+    return shapes

@@ -9,7 +9,7 @@ kernels write them; the gradient ops take them as inputs.
 """
 import numpy as np
 
-from reference.forward.softmax import normalize_axis
+from reference._math import normalize_axis
 
 
 def row_axes(rank: int, axis: int) -> tuple[int, ...]:

@@ -141,3 +141,18 @@ def lstm_training(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c
             hs, cs = np.where(live, h_new, hs), np.where(live, c_new, cs)
         Ht[d], Ct[d] = hs, cs
     return HAll, Ht, Ct, CAll, IOFC
+
+
+def lstm_case_shapes(params):
+    """LSTMTraining shapes from case parameters {seq, batch, input_size, hidden_size, direction?}.
+
+    sequence_lens is left out (None) unless params has `with_sequence_lens: true`, and the peepholes P
+    unless `with_peepholes: true` (ONNX's default LSTM has none), so cases give them only where they mean to.
+    """
+    directions = 2 if params.get("direction") == "bidirectional" else 1
+    shapes = lstm_shapes(params["seq"], params["batch"], params["input_size"], params["hidden_size"], directions)
+    if not params.get("with_sequence_lens"):
+        shapes["sequence_lens"] = None
+    if not params.get("with_peepholes"):
+        shapes["P"] = None
+    return shapes

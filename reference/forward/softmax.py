@@ -6,11 +6,7 @@ Opset 13: normalised over the single dimension `axis`.
 """
 import numpy as np
 
-
-def normalize_axis(axis: int, rank: int) -> int:
-    if not -rank <= axis < rank:
-        raise ValueError(f"axis {axis} is outside [{-rank}, {rank - 1}] for rank {rank}")
-    return axis % rank
+from reference._math import normalize_axis
 
 
 def as_legacy_2d(x: np.ndarray, axis: int) -> np.ndarray:

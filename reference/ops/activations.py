@@ -78,3 +78,75 @@ def bias_fast_gelu_grad_dx(dY, X, B):
 def bias_shape(shapes, attributes):
     """Shape rule of the Bias* ops: B is 1-D, as long as X's last axis."""
     return (shapes["X"][-1],)
+
+
+# ---- alternative semantics
+# Plausible wrong semantics of the gradients above, for diagnosing failures. Specs list them under
+# `alternative_semantics`; a failing backend output that matches one of them is reported as "matches <name>".
+# Each takes the same arguments as the op's reference. They are wrong on purpose: none of them is the
+# contract of any op here.
+
+
+def relu_grad_as_product(dY, X):
+    """dY * (X > 0): a product, so NaN or inf in dY leaks through where X <= 0 (the op selects)."""
+    with np.errstate(invalid="ignore"):
+        return dY * (X > 0)
+
+
+def relu_grad_one_at_zero(dY, X):
+    """X >= 0 selects dY: the subgradient 1 at X = 0 instead of 0."""
+    return np.where(X >= 0, dY, 0.0)
+
+
+def sigmoid_grad_of_input(dY, Y):
+    """The second input taken as Sigmoid's input X: dY * sigmoid(Y) * (1 - sigmoid(Y))."""
+    s = sigmoid(Y)
+    return dY * s * (1.0 - s)
+
+
+def tanh_grad_of_input(dY, Y):
+    """The second input taken as Tanh's input X: dY * (1 - tanh(Y)^2)."""
+    t = np.tanh(Y)
+    return dY * (1.0 - t * t)
+
+
+def leaky_relu_grad_without_alpha(dY, Y, *, alpha):
+    """alpha ignored: ReluGrad on Y."""
+    return np.where(Y > 0, dY, 0.0)
+
+
+def leaky_relu_grad_branches_swapped(dY, Y, *, alpha):
+    return np.where(Y > 0, alpha * dY, dY)
+
+
+def quick_gelu_grad_alpha_outside(dY, X, *, alpha):
+    """alpha only inside the sigmoid: s * (1 + X (1 - s)) instead of s * (1 + alpha X (1 - s)); the
+    limits at X = +/-inf are kept as the op's (1 and 0 for alpha > 0), so it differs only where meant."""
+    v = alpha * X
+    s = sigmoid(v)
+    with np.errstate(invalid="ignore"):
+        d = s * (1.0 + X * (1.0 - s))
+    return dY * at_infinity(v, d, 1.0, 0.0)
+
+
+def gelu_grad_ignoring_alpha(dY, X, *, alpha):
+    """The exact GELU gradient in place of QuickGelu's sigmoid approximation."""
+    return gelu_grad(dY, X)
+
+
+def bias_gelu_grad_dx_without_bias(dY, X, B):
+    return gelu_grad(dY, X)
+
+
+def bias_fast_gelu_grad_dx_without_bias(dY, X, B):
+    return fast_gelu_grad(dY, X)
+
+
+def fast_gelu_grad_float32_coefficient(dY, X):
+    """FastGeluGrad with 0.044715 rounded to float32 (0.044714998...), as a float64 kernel built from
+    float32 constants computes it; the limits at +/-inf are the op's."""
+    a, c = SQRT_2_OVER_PI, float(np.float32(FAST_GELU_COEFF))
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = np.tanh(a * (X + c * X**3))
+        slope = np.where(np.abs(X) > 100.0, 0.0, 0.5 * (1.0 - t * t) * a * X * (1.0 + 3.0 * c * X * X))
+    return dY * at_infinity(X, 0.5 * (1.0 + t) + slope, 1.0, 0.0)

@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 
-from reference.forward.conv import grouped_columns, grouped_weights, resolve, to_grouped_output
+from reference.forward.conv import ATTRIBUTE_NAMES, conv_output_shape, grouped_columns, grouped_weights, resolve, to_grouped_output
 
 
 def _attrs(auto_pad, dilations, group, kernel_shape, pads, strides):
@@ -71,3 +71,32 @@ def conv_grad_reduction_lengths(dY, X, W, *, auto_pad="NOTSET", dilations=None, 
     k_dx = int(round(counts.max())) if counts.size else 0
     k_dw = int(dY.shape[0] * np.prod(dY.shape[2:]))
     return k_dx, k_dw, k_dw
+
+
+def conv_weight_shape(x_shape, m, kernel_shape, group=1):
+    return (int(m), int(x_shape[1]) // int(group)) + tuple(int(k) for k in kernel_shape)
+
+
+def conv_case_shapes(params):
+    """{"X", "W", "dY", "B"} shapes from case parameters {X: shape, M: int, kernel_shape, group, <attrs>}.
+
+    An explicit "W" or "dY" in params wins (error cases use this to build invalid combinations);
+    otherwise W is [M, C/group, *kernel_shape] and dY is the conv output shape, and a combination whose
+    output shape is undefined raises ValueError naming the problem. B ([M]) is the forward Conv's bias:
+    not a ConvGrad input, but the VJP check perturbs it to prove dB.
+    """
+    x = tuple(int(d) for d in params["X"])
+    group = 1 if params.get("group") is None else int(params["group"])
+    if params.get("W") is not None:
+        w = tuple(int(d) for d in params["W"])
+    else:
+        if params.get("kernel_shape") is None:
+            raise ValueError("conv case needs kernel_shape (or an explicit W shape) to build W")
+        if group < 1 or len(x) < 2 or x[1] % group:
+            raise ValueError(f"X channels of {list(x)} are not divisible by group={group}; give W explicitly")
+        w = conv_weight_shape(x, params["M"], params["kernel_shape"], group)
+    if params.get("dY") is not None:
+        dy = tuple(int(d) for d in params["dY"])
+    else:
+        dy = conv_output_shape(x, w, {k: params.get(k) for k in ATTRIBUTE_NAMES})
+    return {"X": x, "W": w, "dY": dy, "B": (w[0],)}

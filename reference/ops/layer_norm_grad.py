@@ -7,9 +7,11 @@ taken over the row (the dims from `axis` on):
     RMSNorm:   dX = inv_std_var * (g - xhat * mean(g * xhat))
     scale_grad = sum over rows of dY * xhat;  bias_grad = sum over rows of dY
 """
+import math
+
 import numpy as np
 
-from reference.forward.softmax import normalize_axis
+from reference._math import normalize_axis
 
 
 def _rows(Y_grad, X, scale, axis):
@@ -96,3 +98,24 @@ def simplified_layer_norm_grad_magnitude(Y_grad, X, scale, inv_std_var, *, axis=
     shape = np.shape(X)
     row = shape[normalize_axis(axis, len(shape)):]
     return dX.reshape(shape), np.sum(np.abs(dY) * xhat, axis=0).reshape(row)
+
+
+def layer_norm_row_shape(shapes, context):
+    """scale's (and LayerNormalization's B's) shape: X's dims from `axis` on; X's own shape if axis is out of range
+    (an invalid case the axis check reports)."""
+    x = tuple(shapes["X"])
+    axis = int(context.get("axis", -1))
+    return x[axis % len(x):] if x and -len(x) <= axis < len(x) else x
+
+
+def layer_norm_stats_check(shapes, attrs):
+    """valid_if for the LayerNorm gradients: each saved statistic (mean, inv_std_var) holds one value per row."""
+    x = tuple(shapes["X"])
+    axis = int(attrs.get("axis", -1))
+    if not -len(x) <= axis < len(x):
+        return None  # the axis check reports it
+    rows = math.prod(x[: axis % len(x)])
+    for name in ("mean", "inv_std_var"):
+        if shapes.get(name) is not None and math.prod(shapes[name]) != rows:
+            return f"{name} has {math.prod(shapes[name])} elements; one per row of X ({rows}) needed"
+    return None

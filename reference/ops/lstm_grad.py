@@ -19,7 +19,7 @@ both state gradients through unchanged.
 import numpy as np
 
 from reference.forward.gru import step_order
-from reference.forward.lstm import as_state, lstm_config, lstm_grad_check
+from reference.forward.lstm import as_state, lstm_case_shapes, lstm_config, lstm_grad_check
 
 
 def _slope_at_input(act, x, y):
@@ -111,3 +111,9 @@ def lstm_grad(X, W, R, sequence_lens, initial_h, initial_c, HAll, CAll, IOFC, gr
         dR[d] = np.einsum("tbg,tbh->gh", dA, prev_h)
         dB[d, :4 * H] = dB[d, 4 * H:] = dA.sum(axis=(0, 1))
     return dX, dW, dR, dB, dH0, dC0, dP
+
+
+def lstm_grad_case_shapes(params):
+    """LSTMGrad shapes: lstm_case_shapes, with the forward-only B and P always given (LSTMGrad takes neither;
+    its spec draws P as zeros, the point its dP is the gradient at)."""
+    return lstm_case_shapes({**params, "with_peepholes": True})

@@ -11,7 +11,8 @@ wrong semantics that `alternative_semantics` lists for diagnosing failures.
 """
 import numpy as np
 
-from reference.forward.softmax import as_legacy_2d, normalize_axis
+from reference._math import normalize_axis
+from reference.forward.softmax import as_legacy_2d
 
 
 def _grouped(fn, dY, Y, axis, legacy):

@@ -8,9 +8,8 @@ import numpy as np
 import onnx_oracle  # onnx.reference, with the gaps of the pinned onnx releases filled (tests/reference)
 import pytest
 
-from reference.forward.conv import conv
-from reference.ops.conv_grad import conv_grad, conv_grad_magnitude, conv_grad_reduction_lengths
-from reference.shapes import conv_case_shapes, conv_check, conv_output_shape, conv_resolved_pads
+from reference.forward.conv import conv, conv_check, conv_output_shape, conv_resolved_pads
+from reference.ops.conv_grad import conv_case_shapes, conv_grad, conv_grad_magnitude, conv_grad_reduction_lengths
 
 ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
