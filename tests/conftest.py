@@ -6,6 +6,7 @@ import pytest
 from harness.backends.ort import OrtBackend
 from harness.core.cases import expand
 from harness.core.spec_loader import load_catalog
+from harness.run.catalog import RunCatalog
 from harness.run.engine import judge, prepare
 from harness.run.self_consistency import follow_ups
 
@@ -24,7 +25,8 @@ def alive(pid: int) -> bool:
 
 @pytest.fixture(scope="session")
 def catalog():
-    return load_catalog(SPECS)
+    """The specs as a run reads them, with no waivers: a fixture never reads the repository's _waivers/."""
+    return RunCatalog.of(load_catalog(SPECS))
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """Waivers: validation (one line naming file and field), how the engine applies each kind, and
 `opconform waivers propose`, which prints drafts that validation rejects until a person fills them in."""
+import dataclasses
 import datetime
 import json
 from dataclasses import dataclass
@@ -13,8 +14,12 @@ from harness import backends as registry
 from harness.backends.base import Backend, Outputs
 from harness.backends.reference import ReferenceBackend
 from harness.cli import main
+from harness.core.spec_loader import Catalog
+from harness.core.spec_loader import load_catalog as load_specs
+from harness.run.catalog import RunCatalog
 from harness.run.catalog import load as load_catalog  # the specs with their waivers
 from harness.run.rundir import read_results
+from harness.run.waivers import Waiver
 from harness.spec.errors import SpecError
 
 
@@ -124,6 +129,17 @@ def test_valid_waivers_load_with_their_backend(skewed, spec_copy):
     write_waivers(spec_copy, waiver())
     [w] = load_catalog(spec_copy).waivers
     assert (w.id, w.backend, w.review_by) == ("SKW-0001", "skewed", datetime.date(2099, 1, 31))
+
+
+def test_the_run_catalog_holds_the_waivers_and_cores_catalog_knows_none(skewed, spec_copy):
+    write_waivers(spec_copy, waiver())
+    catalog = load_catalog(spec_copy)
+    assert isinstance(catalog, RunCatalog) and [(type(w), w.id) for w in catalog.waivers] == [(Waiver, "SKW-0001")]
+    assert "waivers" not in {f.name for f in dataclasses.fields(Catalog)}  # core's catalog: specs only
+    core = load_specs(spec_copy)
+    assert not hasattr(core, "waivers")
+    wrapped = RunCatalog.of(core)
+    assert (wrapped.waivers, wrapped.digest, [s.id for s in wrapped.specs]) == ([], core.digest, [s.id for s in core.specs])
 
 
 # ---- the engine applies them (through `opconform run`) ----------------------------------

@@ -70,7 +70,6 @@ class Catalog:
     files: dict[str, Path] = field(default_factory=dict)  # spec id -> file
     default_tolerances: dict = field(default_factory=dict)  # dtype -> Tolerance (the bottom directory's)
     digest: str = ""  # sha256 over every spec and overlay file of the set: names the spec set in results
-    waivers: list = field(default_factory=list)  # harness.run.waivers.Waiver: harness.run.catalog.load adds them
     sources: SpecSources | None = None
     complete: bool = True  # every spec of the set is loaded (False: the selected ops' only)
     overlays: dict[str, list[Path]] = field(default_factory=dict)  # spec id -> its overlay files

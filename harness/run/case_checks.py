@@ -14,13 +14,14 @@ from harness.backends.base import Backend
 from harness.core.gradcheck import applies, gradient_check
 from harness.core.status import Check, Failure, Status
 from harness.run import waivers as waiver_rules
+from harness.run.catalog import RunCatalog
 from harness.run.engine import Prepared, Result, judge, new_result
 from harness.run.self_consistency import follow_ups
 
 GRADIENT_BACKEND = "reference"  # whose result the gradient check is
 
 
-def run_case(catalog, prepared: Prepared, backend: Backend) -> list[Result]:
+def run_case(catalog: RunCatalog, prepared: Prepared, backend: Backend) -> list[Result]:
     """Judge one prepared case on one backend with the catalog's tolerance and waivers, plus the
     self-consistency checks that follow it."""
     case = prepared.case

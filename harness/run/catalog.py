@@ -1,16 +1,31 @@
 """The catalog the commands use: the specs (harness.core.spec_loader), then the waivers and the
 backend names of the known divergences checked against them and the backend registry. The loader reads
 specs only; this is where the CLI and the pytest suite compose the layers, so the spec layer imports
-nothing from waivers, backends or scaffolding.
+nothing from waivers, backends or scaffolding. RunCatalog is the core catalog plus the run's waivers:
+core knows nothing of waivers.
 """
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.spec_loader import Catalog, load_catalog, shown
+from harness.run.waivers import Waiver
 from harness.spec.errors import Problem, SpecError
 from harness.spec.names import unknown_name
+
+
+@dataclass
+class RunCatalog(Catalog):
+    """The specs (every field of harness.core.spec_loader.Catalog) and the waivers that apply to the run."""
+    waivers: list[Waiver] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, catalog: Catalog, waivers: list[Waiver] | None = None) -> RunCatalog:
+        """The core catalog's specs with these waivers (none: a run that waives nothing)."""
+        fields = {f.name: getattr(catalog, f.name) for f in dataclasses.fields(Catalog)}
+        return cls(**fields, waivers=list(waivers or ()))
 
 
 def is_backend(name: str) -> bool:
@@ -24,7 +39,7 @@ def is_backend(name: str) -> bool:
         return False
 
 
-def load(root: Path | None = None, waiver_files=(), **options) -> Catalog:
+def load(root: Path | None = None, waiver_files=(), **options) -> RunCatalog:
     """load_catalog(root, **options) (sources=, ops=, max_case_bytes=, log=) with the waivers of every
     spec directory (<dir>/_waivers/*.yaml) and `waiver_files` (a team's own, e.g. `--waivers FILE`)
     loaded; SpecError lists any problem. With ops selected, a waiver of an op that is not loaded is
@@ -45,4 +60,4 @@ def load(root: Path | None = None, waiver_files=(), **options) -> Catalog:
                                 is_known=is_backend, all_ops=catalog.all_ops)
     if problems:
         raise SpecError(problems)
-    return dataclasses.replace(catalog, waivers=waivers)
+    return RunCatalog.of(catalog, waivers)

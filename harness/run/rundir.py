@@ -31,9 +31,13 @@ import threading
 import time
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.run import signals
 from harness.run.results import Tally
+
+if TYPE_CHECKING:  # the annotation only: reading a run directory loads no specs
+    from harness.run.catalog import RunCatalog
 
 # harness.backends, harness.run.gate and harness.core.cases are imported where used: a run claims its
 # directory and writes its provisional summary before the heavy imports (numpy, pydantic) are done.
@@ -385,7 +389,7 @@ def missing_expected(backends: dict, left_out: set[str] | None = None, named: tu
             if name in backends and not backends[name].get("available") and name not in left_out]
 
 
-def build_summary(meta: dict, records: list[dict], catalog, **verdict_options) -> dict:
+def build_summary(meta: dict, records: list[dict], catalog: RunCatalog, **verdict_options) -> dict:
     """summary.json: the metadata keys (METADATA, None where missing), then counts, divergences,
     waiver health and the gate's verdict over `records`."""
     from harness.run import gate
@@ -424,7 +428,7 @@ def key(record: dict) -> tuple:
     return record["spec"], record["backend"], record["dtype"], record["case"], record.get("check", "reference")
 
 
-def merge(dirs: list[Path], out: Path, catalog, today: datetime.date | None = None,
+def merge(dirs: list[Path], out: Path, catalog: RunCatalog, today: datetime.date | None = None,
           stale_generated: list[str] | None = None) -> dict:
     """Merge the run directories of shards (or of separate runs) into out; returns the summary."""
     records: list[dict] = []

@@ -22,6 +22,7 @@ from harness.core.spec_loader import Catalog
 from harness.core.status import STATUSES, UNEXPECTED
 from harness.run import environment, probe, rundir, signals
 from harness.run.case_checks import gradient_case, run_case
+from harness.run.catalog import RunCatalog
 from harness.run.engine import prepare
 from harness.run.results import Tally, format_table
 from harness.run.rundir import ResultsWriter, write_json
@@ -100,7 +101,7 @@ def new_run_dir(options: RunOptions) -> Path:
 Terminated = signals.Terminated  # SIGTERM during a run: it ends like Ctrl-C; the CLI exits 143
 
 
-def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
+def run(catalog: RunCatalog, options: RunOptions) -> RunOutcome:
     """Run the selection into its run directory, held (harness.run.rundir.claim) for the run's life: a second
     writer is refused with RunDirBusy. SIGTERM and SIGINT end the run with a summary that says so."""
     cases = select_cases(catalog, options)
@@ -117,7 +118,7 @@ def run(catalog: Catalog, options: RunOptions) -> RunOutcome:
             signals.release()
 
 
-def _run(catalog: Catalog, options: RunOptions, cases: list[Case], run_dir: Path) -> RunOutcome:
+def _run(catalog: RunCatalog, options: RunOptions, cases: list[Case], run_dir: Path) -> RunOutcome:
     backends, availability = open_backends(options)
     writer = ResultsWriter(run_dir / rundir.RESULTS)
     tally = Tally()
