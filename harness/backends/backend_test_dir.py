@@ -71,7 +71,10 @@ def write_case(request: Request, directory: Path) -> onnx.ModelProto:
     onnx.save(model, str(directory / "model.onnx"))
     by_name = request.named_inputs()
     for k, graph_input in enumerate(model.graph.input):
-        write_tensor(dataset / f"input_{k}.pb", by_name[graph_input.name], graph_input.name)
+        value = by_name[graph_input.name]
+        if value is None:  # the model builder makes graph inputs of the given inputs only
+            raise ValueError(f"graph input {graph_input.name} is an input the request leaves out")
+        write_tensor(dataset / f"input_{k}.pb", value, graph_input.name)
     return model
 
 

@@ -12,8 +12,16 @@ import importlib
 import importlib.metadata
 import os
 import unittest
+from typing import Any, Protocol
 
-_reps: dict[tuple, object] = {}
+
+class _Rep(Protocol):
+    """What an ONNX backend module's prepare() returns (onnx.backend.base.BackendRep, duck-typed)."""
+
+    def run(self, inputs: Any, **kwargs: Any) -> Any: ...
+
+
+_reps: dict[tuple, _Rep] = {}
 
 
 def _module(name: str):

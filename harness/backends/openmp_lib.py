@@ -192,8 +192,8 @@ def _override_file() -> str | None:
 
 def built_isa_levels() -> list[str]:
     """Levels with a library to load (the package's builds, or OPCONFORM_KERNELS_LIB's)."""
-    if _override_file():
-        return [_file_isa(_override_file())]
+    if (single := _override_file()) is not None:
+        return [_file_isa(single)]
     override = os.environ.get(ENV_LIB)
     find = (lambda lv: _dir_library(override, lv)) if override else _package_library
     return [level for level in ISA_LEVELS if find(level)]
@@ -221,8 +221,8 @@ def selected_isa() -> str:
 
 def library_path(isa: str | None = None) -> str:
     """Path of the library that :func:`load` opens for `isa` (default: :func:`selected_isa`)."""
-    if _override_file():
-        return _override_file()
+    if (single := _override_file()) is not None:
+        return single
     override = os.environ.get(ENV_LIB)
     isa = isa or selected_isa()
     path = _dir_library(override, isa) if override else _package_library(isa)
@@ -439,17 +439,17 @@ class _Call:
             a.n = len(vals)
             if vals and all(isinstance(v, (str, bytes)) for v in vals):
                 enc = [v.encode() if isinstance(v, str) else v for v in vals]
-                arr = (ctypes.c_char_p * len(enc))(*enc)
-                self.keep += [enc, arr]
-                a.kind, a.strings = ATTR_STRINGS, arr
+                strings = (ctypes.c_char_p * len(enc))(*enc)
+                self.keep += [enc, strings]
+                a.kind, a.strings = ATTR_STRINGS, strings
             elif all(isinstance(v, (bool, int, np.integer)) for v in vals):
-                arr = (ctypes.c_int64 * max(1, len(vals)))(*[int(v) for v in vals])
-                self.keep.append(arr)
-                a.kind, a.ints = ATTR_INTS, arr
+                ints = (ctypes.c_int64 * max(1, len(vals)))(*[int(v) for v in vals])
+                self.keep.append(ints)
+                a.kind, a.ints = ATTR_INTS, ints
             elif all(isinstance(v, (bool, int, float, np.integer, np.floating)) for v in vals):
-                arr = (ctypes.c_double * len(vals))(*[float(v) for v in vals])
-                self.keep.append(arr)
-                a.kind, a.floats = ATTR_FLOATS, arr
+                floats = (ctypes.c_double * len(vals))(*[float(v) for v in vals])
+                self.keep.append(floats)
+                a.kind, a.floats = ATTR_FLOATS, floats
             else:
                 raise KernelError(5, "OPC_ERR_INVALID_ATTRIBUTE", f"attribute {name!r}: unsupported list {value!r}")
         else:

@@ -82,9 +82,10 @@ def build(request: Request) -> GradientGraph | Unsupported:
     # The incoming gradients enter as `<Y>_grad`, the names the builder gives the gradients of the forward
     # outputs it starts from, so the graph under test holds the forward node and its gradient nodes
     # only. The builder also wants a loss: a float32 sum of the first of them, never differentiated.
-    seeds = {}
+    seeds: dict[str, np.ndarray] = {}
     for inp, value in zip(spec.inputs, request.inputs):
-        if inp.role == "grad_output" and value is not None:
+        # a loaded spec gives every grad_output its grad_of (harness.core.spec_checks)
+        if inp.role == "grad_output" and inp.grad_of is not None and value is not None:
             seeds[inp.grad_of] = value
             feeds[f"{inp.grad_of}_grad"] = value
     if not seeds:
@@ -98,7 +99,7 @@ def build(request: Request) -> GradientGraph | Unsupported:
         opsets[forward.domain] = forward.opset
     model = helper.make_model(graph, ir_version=onnx_model.IR_VERSION, producer_name="opconform",
                               opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
-    starts = {y: (dtypes.ONNX[dtypes.name_of(v.dtype)], list(v.shape)) for y, v in seeds.items()}
+    starts = {y: (int(dtypes.ONNX[dtypes.name_of(v.dtype)]), [int(d) for d in v.shape]) for y, v in seeds.items()}
     return GradientGraph(model.SerializeToString(), feeds, wrt, starts, fetches, fetch_dtypes)
 
 

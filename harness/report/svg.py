@@ -83,10 +83,10 @@ def hbars(groups: list[tuple[str, list[tuple[int, float, str]]]], title: str, ax
         pos = lambda v: left + plot * (math.log10(v) - lo) / (hi - lo)  # noqa: E731
         ticks = [10.0 ** e for e in range(lo, hi + 1)]
     else:
-        hi = max(values + ([limit] if limit else [])) * 1.05
-        pos = lambda v: left + plot * v / hi  # noqa: E731
-        step = 10 ** math.floor(math.log10(hi)) if hi > 0 else 1
-        ticks = [step * k for k in range(0, int(hi / step) + 1)]
+        span = max(values + ([limit] if limit else [])) * 1.05
+        pos = lambda v: left + plot * v / span  # noqa: E731
+        step = 10 ** math.floor(math.log10(span)) if span > 0 else 1
+        ticks = [step * k for k in range(0, int(span / step) + 1)]
     parts = [f'<svg class="chart hbars" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
              f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>']
     origin = pos(ticks[0]) if log else left
