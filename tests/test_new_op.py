@@ -3,7 +3,9 @@
 Everything happens in a temporary copy of specs/ and reference/, run in subprocesses whose PYTHONPATH
 puts the copy's `reference` package first, so the repository's own specs and CI never see the toy op.
 """
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,25 +61,26 @@ BOOT = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path "
         "if not type(f).__name__.startswith('ScikitBuild')]; ")
 
 
-def _env(project: Path) -> dict:
+def _env(project: Path, extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "OPCONFORM_SPECS"}
     env["PYTHONPATH"] = os.pathsep.join([str(project), str(REPO)])
     env.setdefault(openmp_lib.ENV_LIB, openmp_lib.library_path())
+    env.update(extra or {})
     return env
 
 
-def opconform(project: Path, *args) -> subprocess.CompletedProcess:
+def opconform(project: Path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI in a fresh interpreter that imports the copy's reference package, on the copy's specs alone."""
     code = BOOT + "from harness.cli import main; sys.exit(main())"
     args = (*args, "--specs", str(project / "specs"), "--no-builtin-specs")
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=project, env=_env(project),
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=project, env=_env(project, env),
                           capture_output=True, text=True, timeout=300)
 
 
-def pytest_in(project: Path, *args) -> subprocess.CompletedProcess:
+def pytest_in(project: Path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
     code = BOOT + "import pytest; sys.exit(pytest.main())"
     return subprocess.run([sys.executable, "-c", code, "generated_tests", "-p", "no:cacheprovider", *args],
-                          cwd=project, env=_env(project), capture_output=True, text=True, timeout=300)
+                          cwd=project, env=_env(project, env), capture_output=True, text=True, timeout=300)
 
 
 def test_scaffold_fill_in_and_run(project, capsys):
@@ -245,3 +248,291 @@ def test_signature_options_are_checked(project, capsys):
     assert "--inputs and --outputs each need at least one name" in capsys.readouterr().err
     assert main(["new-op", "AdamWOptimizer", "--from-schema", "--specs", str(specs), "--no-builtin-specs"]) == 2
     assert "is a sequence or variadic" in capsys.readouterr().err
+
+
+LINEAR = '''import numpy as np
+
+
+def linear(X, W):
+    """Y = X @ W.T (W is out x in, as torch.nn.Linear keeps it)."""
+    return X @ W.T
+
+
+def linear_grad(dY, X, W):
+    return dY @ W, dY.T @ X
+
+
+def w_shape(shapes, attributes):
+    n = shapes["dY"][-1]
+    return [n, n]
+'''
+
+
+def _fill_in(spec_path: Path, **values) -> None:
+    """Replace each scaffolded `field: "TODO..."` (or `field: 'TODO...'` in a flow mapping) line's value."""
+    text = spec_path.read_text()
+    for field, value in values.items():
+        text = re.sub(rf"""^(\s*-?\s*){field}: ["']TODO[^\n]*$""", rf"\g<1>{field}: {value}", text, count=1,
+                      flags=re.MULTILINE)
+    spec_path.write_text(text)
+
+
+def test_multi_input_shapes_are_left_todo_and_a_wrong_rule_is_a_spec_error(project, capsys):
+    """A matmul-like op: new-op guesses no shape for its second and third inputs; validate lists them as
+    still missing. Filled in wrongly (every input dY's shape, the guess the scaffold used to make), validate
+    calls the reference once per group and reports its NumPy error as one spec line naming group and inputs."""
+    specs = project / "specs"
+    assert main(["new-op", "LinearGrad", "--inputs", "dY,X,W", "--outputs", "dX,dW", "--specs", str(specs),
+                 "--no-builtin-specs"]) == 0
+    capsys.readouterr()
+    spec_path = specs / "com.microsoft" / "LinearGrad.yaml"
+    missing = _only_still_missing(spec_path, capsys)
+    assert {"inputs[1].shape_from", "inputs[2].shape_from"} <= set(missing)
+    data = yaml.safe_load(spec_path.read_text())
+    assert [o["shape_from"] for o in data["outputs"]] == ["X", "W"]  # a gradient has its input's shape: not a guess
+
+    text = spec_path.read_text()
+    text = re.sub(r"shape_from: 'TODO(?:[^']|'')*'", "shape_from: dY", text)  # the wrong rule: dY's shape
+    text = re.sub(r"""description: ["']TODO[^"']*["']""", "description: a float tensor", text)
+    text = text.replace("params: {shape: [[3, 4], [2, 3, 5]]}", "params: {shape: [[3, 4], [5, 2]]}")
+    spec_path.write_text(text)
+    _fill_in(spec_path, summary='"Gradient of a linear layer."', formula='"dX = dY W, dW = dY^T X"',
+             op="MatMul", reference='"reference.ops.linear_grad:linear"')
+    text = spec_path.read_text()
+    spec_path.write_text(text.replace(next(line for line in text.splitlines() if '- "TODO' in line),
+                                      "  - the opconform tests' toy op"))
+    (project / "reference" / "ops" / "linear_grad.py").write_text(LINEAR)
+    result = opconform(project, "validate")
+    assert result.returncode == 1, result.stdout
+    (line, total) = result.stderr.strip().splitlines()[-2:]
+    assert len(result.stderr.strip().splitlines()) == 2, result.stderr
+    assert line.startswith("specs/com.microsoft/LinearGrad.yaml: cases.groups[0]: case float32-basic/shape=5x2: the "
+                           "reference reference.ops.linear_grad:linear_grad raised ValueError: matmul: "), line
+    # the group's smallest case (5x2, not 3x4): once per group
+    assert line.endswith("on inputs dY [5, 2], X [5, 2], W [5, 2]; check the shape rule of X (shape_from dY gives "
+                         "[5, 2]), W (shape_from dY gives [5, 2]), or the reference"), line
+    assert total == "1 problem(s) found"
+
+    # W (out x in) has its own rule: valid
+    spec_path.write_text(spec_path.read_text().replace("name: W, type: T, role: forward_input, shape_from: dY",
+                                                       "name: W, type: T, role: forward_input, "
+                                                       "shape_fn: 'reference.ops.linear_grad:w_shape'"))
+    result = opconform(project, "validate")
+    assert result.returncode == 0, result.stderr
+
+
+def test_an_output_the_reference_returns_in_another_shape_is_a_spec_error(project):
+    """The reference runs, but an output's shape rule disagrees with what it returns: named with the rules."""
+    specs = project / "specs" / "com.microsoft"
+    tanh = specs / "TanhGrad.yaml"
+    text = tanh.read_text()
+    module = project / "reference" / "ops" / "wrong_shape.py"
+    module.write_text("from reference.ops.activations import tanh_grad as _right\n\n\n"
+                      "def tanh_grad(dY, Y):\n    return _right(dY, Y)[..., :1]\n")
+    tanh.write_text(re.sub(r'^reference: .*$', 'reference: "reference.ops.wrong_shape:tanh_grad"', text,
+                           flags=re.MULTILINE))
+    result = opconform(project, "validate")
+    assert result.returncode == 1
+    line = result.stderr.splitlines()[0]
+    assert re.fullmatch(r"specs/com.microsoft/TanhGrad.yaml: cases.groups\[0\]: case float32-basic/shape=\w+: the "
+                        r"reference returns output dX of shape \[.*\], but its shape_from dY gives \[.*\]; check the "
+                        r"shape rule of Y \(shape_from dY gives \[.*\]\), the output's, or the reference", line), line
+
+
+# ---- an op with a C kernel: its own files and one line in csrc/ops.def -----------------------------------------
+
+SQUARE_C = r'''/* SquareGrad: dX = 2 * X * dY (the opconform tests' toy op, tests/test_new_op.py). float32 and float64. */
+#include "call.h"
+
+typedef struct {
+    int32_t dtype;
+    int64_t n;
+} square_plan;
+
+static int32_t prep_square_grad(opc_call *c, void *plan_v, opc_shape *outs) {
+    square_plan *p = plan_v;
+    static const int32_t both[] = {0, 1};
+    int32_t s;
+    if ((s = opc_require(c, 0)) || (s = opc_require(c, 1))) return s;
+    const opc_tensor *dy = c->in[0], *x = c->in[1];
+    if ((s = opc_check_supported_dtype(c, dy->dtype)) || (s = opc_check_dtypes(c, dy->dtype, both, 2))) return s;
+    char a[200], b[200];
+    if (!opc_same_shape(dy, x))
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "X shape %s differs from dY shape %s", opc_shape_str(x, a, sizeof a),
+                        opc_shape_str(dy, b, sizeof b));
+    p->dtype = dy->dtype;
+    p->n = opc_numel(dy);
+    opc_shape_from(&outs[0], dy);
+    return OPC_OK;
+}
+
+static int32_t exec_square_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
+    const square_plan *p = plan_v;
+    if (!outs[0].data) return OPC_OK;
+    if (p->dtype == OPC_FLOAT) {
+        const float *dy = c->in[0]->data, *x = c->in[1]->data;
+        float *dx = outs[0].data;
+        for (int64_t i = 0; i < p->n; i++) dx[i] = 2.0f * x[i] * dy[i];
+    } else {
+        const double *dy = c->in[0]->data, *x = c->in[1]->data;
+        double *dx = outs[0].data;
+        for (int64_t i = 0; i < p->n; i++) dx[i] = 2.0 * x[i] * dy[i];
+    }
+    return OPC_OK;
+}
+
+static const int32_t DT_SQUARE[] = {OPC_FLOAT, OPC_DOUBLE};
+static const char *const SQUARE_IN[] = {"dY", "X"};
+static const uint8_t SQUARE_OPT[] = {0, 0};
+static const char *const SQUARE_OUT[] = {"dX"};
+
+OPC_DEFINE_OP(SquareGrad) = {
+    .desc = {.name = "SquareGrad", OPC_INPUTS(SQUARE_IN, SQUARE_OPT), OPC_OUTPUTS(SQUARE_OUT), OPC_DTYPES(DT_SQUARE),
+             .notes = "dX = 2 * X * dY"},
+    .prepare = prep_square_grad, .exec = exec_square_grad};
+'''
+SQUARE_LINE = 'OPC_OP(SquareGrad, "square_grad.c")\n'
+# What a build of the C library needs from the repository (CMakeLists.txt reads csrc/ only; specs/ only when pip builds)
+BUILD_FILES = ("CMakeLists.txt", "csrc")
+# What adding an op may touch, compared file by file with the repository after the op is in
+COMPARED = ("specs", "reference", "csrc", "generated_tests", "CMakeLists.txt")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
+def _no_waivers(directory, names):
+    """specs/_waivers/*.yaml: the repository's waivers are never read by a test (they name the repository's ops)."""
+    return [n for n in names if Path(directory).name == "_waivers" and n.endswith(".yaml")] + list(IGNORED(directory, names))
+
+
+@pytest.fixture
+def c_project(tmp_path) -> Path:
+    """A copy of everything adding an op may touch, the whole spec set (the op table holds every op to a spec)."""
+    for name in COMPARED:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name, ignore=_no_waivers)
+        else:
+            shutil.copy2(source, tmp_path / name)
+    return tmp_path
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    out = {}
+    for name in COMPARED:
+        base = root / name
+        paths = [base] if base.is_file() else [p for p in base.rglob("*") if p.is_file()]
+        for path in paths:
+            rel = path.relative_to(root)
+            if "__pycache__" in rel.parts or (rel.parts[:2] == ("specs", "_waivers") and rel.suffix == ".yaml"):
+                continue
+            out[str(rel)] = path.read_bytes()
+    return out
+
+
+def configure(project: Path, build: Path) -> subprocess.CompletedProcess:
+    """CMake's configure step at the baseline ISA level (seconds: the op table's checks run here)."""
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    return subprocess.run(["cmake", "-S", str(project), "-B", str(build), *generator, "-DOPCONFORM_ISA_LEVELS=baseline",
+                           f"-DPython_EXECUTABLE={sys.executable}"], capture_output=True, text=True, timeout=300)
+
+
+def build(project: Path, build_dir: Path) -> subprocess.CompletedProcess:
+    result = configure(project, build_dir)
+    if result.returncode != 0:
+        return result
+    return subprocess.run(["cmake", "--build", str(build_dir), "-j", "2"], capture_output=True, text=True, timeout=900)
+
+
+needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None and not os.environ.get("CI"),
+                                 reason="cmake is not installed (CI installs it: .ci/run)")
+
+
+@needs_cmake
+def test_an_op_with_a_c_kernel_touches_its_own_files_and_one_line_of_ops_def(c_project, tmp_path, capsys):
+    """docs/adding-an-op.md's path with a C kernel: spec and reference module pair (new-op, filled in), the C file
+    and its line in csrc/ops.def, a build (baseline ISA only), validate (the op table against the specs and the
+    built library), gen-tests, the op's smoke tests on openmp; then the copy differs from the repository only by
+    the op's own files, the generated test (and the manifest gen-tests keeps), and the one ops.def line."""
+    project = c_project
+    specs = project / "specs"
+    # generated_tests/ as gen-tests writes it for the copied specs (CI's `gen-tests --check` holds the repository's
+    # to the same), so that the comparison below sees what adding the op changes, not another edit in progress
+    assert opconform(project, "gen-tests").returncode == 0
+    before = _files(project)
+    assert main(["new-op", "SquareGrad", "--specs", str(specs), "--no-builtin-specs"]) == 0
+    capsys.readouterr()
+    spec_path = specs / "com.microsoft" / "SquareGrad.yaml"
+    _fill_in(spec_path, summary='"Gradient of Square (X * X) with respect to X, given dY and X."',
+             formula='"dX = 2 * X * dY"', op='"Square"', reference='"reference.forward.square:square"')
+    text = spec_path.read_text()
+    spec_path.write_text(text.replace(next(line for line in text.splitlines() if '- "TODO' in line),
+                                      "  - the opconform tests' toy op") + ORT_HAS_NO_SQUAREGRAD)
+    (project / "reference" / "ops" / "square_grad.py").write_text("def square_grad(dY, X):\n    return 2.0 * X * dY\n")
+    (project / "reference" / "forward" / "square.py").write_text("def square(X):\n    return X * X\n")
+    (project / "csrc" / "square_grad.c").write_text(SQUARE_C)
+    with (project / "csrc" / "ops.def").open("a") as table:
+        table.write(SQUARE_LINE)
+
+    # before the build: validate says the library is stale, in seconds
+    result = opconform(project, "validate")
+    assert result.returncode == 1 and result.stderr.splitlines()[0] == (
+        "csrc/ops.def: the loaded C library was built from another op table (lacks SquareGrad): rebuild it, "
+        "pip install --no-build-isolation -e . (docs/install.md)"), result.stderr
+
+    build_dir = tmp_path / "build"
+    result = build(project, build_dir)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    library = build_dir / "libopconform_kernels_baseline.so"
+    env = {openmp_lib.ENV_LIB: str(library)}
+    result = opconform(project, "validate", env=env)
+    assert result.returncode == 0 and "SquareGrad" in result.stdout, result.stderr
+    assert opconform(project, "gen-tests", env=env).returncode == 0
+    result = pytest_in(project, "-m", "SquareGrad and smoke and openmp", "-v", env=env)
+    assert result.returncode == 0 and "verdict: PASS" in result.stdout, result.stdout[-3000:]
+    ran = [line for line in result.stdout.splitlines() if "::" in line and "openmp" in line]
+    assert ran and all(" PASSED" in line for line in ran if "float32" in line or "float64" in line), ran
+    assert any("float32" in line and " PASSED" in line for line in ran), ran
+
+    # what changed: the op's own files, its generated test and manifest entry, one ops.def line
+    after = _files(project)
+    added = sorted(set(after) - set(before))
+    changed = sorted(p for p in set(after) & set(before) if after[p] != before[p])
+    assert set(before) <= set(after)
+    assert added == ["csrc/square_grad.c", "generated_tests/test_SquareGrad.py", "reference/forward/square.py",
+                     "reference/ops/square_grad.py", "specs/com.microsoft/SquareGrad.yaml"], added
+    assert changed == ["csrc/ops.def", "generated_tests/MANIFEST.json"], changed
+    assert after["csrc/ops.def"] == before["csrc/ops.def"] + SQUARE_LINE.encode()
+    manifest_before, manifest_after = (json.loads(m["generated_tests/MANIFEST.json"]) for m in (before, after))
+    assert set(manifest_after["files"]) - set(manifest_before["files"]) == {"test_SquareGrad.py"}
+    del manifest_after["files"]["test_SquareGrad.py"]
+    assert manifest_after == manifest_before  # generated by gen-tests: no one edits it
+
+    # a symbol that no source defines fails the link (-Wl,--no-undefined), naming it, not the first load
+    c_file = project / "csrc" / "square_grad.c"
+    c_file.write_text(c_file.read_text().replace("OPC_DEFINE_OP(SquareGrad) = {", "#if 0\nOPC_DEFINE_OP(SquareGrad) = {")
+                      + "#endif\n")
+    result = subprocess.run(["cmake", "--build", str(build_dir)], capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0 and "undefined reference to `opc_op_SquareGrad'" in result.stdout + result.stderr
+
+
+@needs_cmake
+@pytest.mark.parametrize("left_out", ["c file", "ops.def line"])
+def test_a_c_file_and_its_table_line_go_together_or_configure_fails(tmp_path, left_out):
+    """An ops.def line whose file does not define the op, or an entry no line lists, fails CMake's configure
+    step with what to do (never a library that builds and then fails to load, or never registers the op)."""
+    project = tmp_path / "src"
+    project.mkdir()
+    for name in BUILD_FILES:
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, project / name)
+    if left_out == "c file":
+        with (project / "csrc" / "ops.def").open("a") as table:
+            table.write(SQUARE_LINE)
+        expected = ("csrc/ops.def lists SquareGrad in csrc/square_grad.c, which does not define it. Define its entry "
+                    "there, next to its kernel: OPC_DEFINE_OP(SquareGrad)")
+    else:
+        (project / "csrc" / "square_grad.c").write_text(SQUARE_C)
+        expected = ("csrc/square_grad.c defines OPC_DEFINE_OP(SquareGrad) but csrc/ops.def does not list it, so the "
+                    'library would never register it: add the line OPC_OP(SquareGrad, "square_grad.c") to csrc/ops.def')
+    result = configure(project, tmp_path / "build")
+    assert result.returncode != 0
+    assert expected in " ".join(result.stderr.split()), result.stderr

@@ -13,6 +13,7 @@ import threading
 
 from harness.core.cases import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, expand, group_params
 from harness.core.contract import value_problem
+from harness.core.reference_check import reference_problems
 from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve_hook
 from harness.spec.errors import exception_text
 from harness.spec.model import BUILTIN_TRANSFORMS, Forward, InvalidGroup, Spec
@@ -102,6 +103,8 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
     out = list(dict.fromkeys(out))  # one mistake in a group is one line, not one per parameter combination
     if not out:
         out += _walk_cases(spec, max_case_bytes)
+    if not out:  # the reference on each group's smallest case: a shape rule that does not fit the op
+        out += reference_problems(spec)
     return out
 
 
