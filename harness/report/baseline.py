@@ -26,7 +26,10 @@ class Change:
 
     @property
     def rec(self) -> Rec:
-        return self.new or self.old
+        rec = self.new or self.old
+        if rec is None:
+            raise ValueError("a change with neither an old nor a new result")
+        return rec
 
 
 @dataclass
@@ -50,6 +53,13 @@ class Diff:
     def empty(self) -> bool:
         return not (self.newly_failing or self.newly_passing or self.other_changes or self.added
                     or self.removed or self.budget_changes)
+
+
+def _budget(rec: Rec | None) -> float:
+    """The budget of one side of a budget change (budget_moved keeps only changes with both)."""
+    if rec is None or rec.budget is None:
+        raise ValueError("a budget change without a budget on both sides")
+    return rec.budget
 
 
 def budget_moved(old: float | None, new: float | None, factor: float = BUDGET_FACTOR, floor: float = BUDGET_FLOOR) -> bool:
@@ -85,7 +95,7 @@ def diff(baseline: RunData, current: RunData, factor: float = BUDGET_FACTOR, flo
             result.ops_removed[o.op] = result.ops_removed.get(o.op, 0) + 1
         elif key not in new:
             result.removed.append(Change(o, None))
-    result.budget_changes.sort(key=lambda c: -max(c.old.budget, c.new.budget))
+    result.budget_changes.sort(key=lambda c: -max(_budget(c.old), _budget(c.new)))
     b_env, c_env = baseline.summary.get("environment") or {}, current.summary.get("environment") or {}
     pairs = [(k, b_env.get(k), c_env.get(k)) for k in ENVIRONMENT_KEYS]
     pairs += [(k, baseline.summary.get(k), current.summary.get(k)) for k in ("spec_set", "tier", "seed")]

@@ -90,6 +90,11 @@ def _text(value: Any, default: str = "") -> str:
     return value if isinstance(value, str) else (default if value is None else str(value))
 
 
+def as_dict(value: Any) -> dict:
+    """A mapping read from a results file or summary, or {} where it holds anything else (or nothing)."""
+    return value if isinstance(value, dict) else {}
+
+
 def describe_diagnosis(value: Any) -> list[str]:
     """Diagnoses as lines of text, whatever shape the engine gives them (text, a dict, a list)."""
     if value is None or value == "" or value == [] or value == {}:
@@ -120,10 +125,9 @@ def to_rec(raw: dict) -> Rec:
               status=_text(raw.get("status"), "?") or "?", failure=raw.get("failure") or None,
               detail=_text(raw.get("detail")), divergence=raw.get("divergence") or None,
               waiver=raw.get("waiver") or None,
-              attributes=raw.get("attributes") if isinstance(raw.get("attributes"), dict) else {},
-              params=raw.get("params") if isinstance(raw.get("params"), dict) else {},
+              attributes=as_dict(raw.get("attributes")), params=as_dict(raw.get("params")),
               seed=raw.get("seed"), diagnoses=describe_diagnosis(raw.get("diagnosis")), raw=raw)
-    outputs = raw.get("outputs") if isinstance(raw.get("outputs"), dict) else {}
+    outputs = as_dict(raw.get("outputs"))
     worst_budget = -1.0
     for name, o in outputs.items():
         if not isinstance(o, dict):

@@ -13,7 +13,7 @@ from harness.report import findings as findings_mod
 from harness.report import ops as ops_mod
 from harness.report import repro, svg
 from harness.report.bench import PEERS, Bench
-from harness.report.data import Rec, RunData
+from harness.report.data import Rec, RunData, as_dict
 from harness.report.status import ORDER, Cell
 
 DTYPES = ops_mod.DTYPE_ORDER
@@ -93,11 +93,12 @@ class Report:
 
 
 def _dig(data: dict, path: tuple) -> Any:
+    node: Any = data
     for key in path:
-        if not isinstance(data, dict):
+        if not isinstance(node, dict):
             return None
-        data = data.get(key)
-    return data
+        node = node.get(key)
+    return node
 
 
 def _find_keys(data: Any, keys: tuple) -> dict[str, Any]:
@@ -131,7 +132,7 @@ def environment(summary: dict) -> list[tuple[str, str]]:
         if value is None or value == "":
             value = "unavailable" if label in ("onnxruntime-training", "onnx", "numpy") else "—"
         rows.append((label, str(value)))
-    env_vars = summary.get("env_vars") if isinstance(summary.get("env_vars"), dict) else {}
+    env_vars = as_dict(summary.get("env_vars"))
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "OPCONFORM_ISA",
                  "OPENBLAS_CORETYPE"):
         rows.append((name, str(env_vars.get(name, "unset"))))
@@ -155,10 +156,10 @@ def environment(summary: dict) -> list[tuple[str, str]]:
 
 
 def backends_table(summary: dict, seen: list[str]) -> list[dict]:
-    info = summary.get("backends") if isinstance(summary.get("backends"), dict) else {}
+    info = as_dict(summary.get("backends"))
     rows = []
     for name in list(info) + [b for b in seen if b not in info]:
-        entry = info.get(name) if isinstance(info.get(name), dict) else {}
+        entry = as_dict(info.get(name))
         available = entry.get("available", name in seen)
         facts = [(k, v) for k, v in _flatten({k: v for k, v in entry.items() if k not in ("available", "reason")})]
         rows.append({"name": name, "available": bool(available), "reason": entry.get("reason") or "", "facts": facts})
@@ -179,9 +180,10 @@ def read_capabilities(data: Any, backends: set[str]) -> dict[tuple[str, str, str
         elif isinstance(node, bool):
             state, detail = ("runs" if node else "unsupported"), ""
         else:
-            state = next((node[k] for k in state_keys if isinstance(node.get(k), str)), None)
-            if state is None:
+            found = next((node[k] for k in state_keys if isinstance(node.get(k), str)), None)
+            if found is None:
                 return
+            state = found
             if state == "supported" and isinstance(node.get("how"), str) and node["how"]:
                 state = node["how"]  # how it runs: kernel, function_body, cast+kernel, ...
             detail = next((str(node[k]) for k in detail_keys if node.get(k)), "")

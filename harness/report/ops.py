@@ -15,7 +15,7 @@ from typing import Any
 from markupsafe import Markup
 
 from harness.report import repro, svg
-from harness.report.data import Rec, number
+from harness.report.data import Rec, as_dict, number
 from harness.report.findings import shown_diagnoses, unexpected, with_details, without_noise
 from harness.report.status import Cell, rank
 from harness.spec.vocabulary import NUMERIC_DTYPES
@@ -143,7 +143,7 @@ def near_zero(rec: Rec) -> tuple[float | None, float | None, bool]:
         if not isinstance(o, dict):
             continue
         r, u = number(o.get("max_rel")), number(o.get("max_ulp"))
-        tol = o.get("tolerance") if isinstance(o.get("tolerance"), dict) else {}
+        tol = as_dict(o.get("tolerance"))
         rtol = number(tol.get("rtol"))
         if r is not None and not math.isnan(r) and r > (rtol if rtol else 1.0):
             hidden = True
@@ -160,11 +160,10 @@ def table_data(records: list[Rec], backends: list[str], dtypes: list[str], flags
     for r in records:
         tol, source = _tolerance_text(r.tolerance)
         rel, ulp, hidden = near_zero(r)
-        if hidden and rel is None:
-            rel = ulp = NEAR_ZERO
+        near0 = hidden and rel is None
         detail = without_noise(r)
         rows.append([r.backend, r.dtype, r.case, r.check, r.status, r.failure or "", json_metric(r.max_abs),
-                     rel if rel == NEAR_ZERO else json_metric(rel), ulp if ulp == NEAR_ZERO else json_metric(ulp),
+                     NEAR_ZERO if near0 else json_metric(rel), NEAR_ZERO if near0 else json_metric(ulp),
                      json_metric(r.budget), tol, source,
                      detail[:DETAIL_CHARS] + ("…" if len(detail) > DETAIL_CHARS else ""), note_of(r), r.tier])
     statuses = sorted({r.status for r in records}, key=rank)

@@ -130,10 +130,17 @@ def _size(m: np.ndarray, expected: np.ndarray, allowed: np.ndarray, structural: 
     return float(np.nan_to_num(ratio, nan=np.inf, posinf=np.inf).max()) if ratio.size else 0.0
 
 
+def _expected(prepared: Prepared) -> list[np.ndarray]:
+    """The reference outputs of a case prepare() built: a valid case without a problem has them."""
+    if prepared.expected is None:
+        raise ValueError(f"case {prepared.case.id} has no reference outputs ({prepared.problem or 'an invalid case'})")
+    return prepared.expected
+
+
 def allowed_for(prepared: Prepared, tolerance, index: int) -> np.ndarray:
     """The allowed error the judging uses for one output of a prepared case (its reduction allowance included)."""
     spec, dtype = prepared.case.spec, prepared.case.dtype
-    expected = judged_expected(prepared.expected[index], spec.dtype_of(spec.outputs[index], dtype))
+    expected = judged_expected(_expected(prepared)[index], spec.dtype_of(spec.outputs[index], dtype))
     return allowed_error(tolerance, expected, prepared.allowance[index] if prepared.allowance else None)
 
 
@@ -186,7 +193,7 @@ def mutate(catalog, ops: list[str] | None = None, tier: str = "ci", seed: int = 
             for index, (out, v) in enumerate(zip(spec.outputs, outcome.values)):
                 if v is None or v.size == 0:
                     continue
-                expected = prepared.expected[index]
+                expected = _expected(prepared)[index]
                 allowed = allowed_for(prepared, tolerance, index)
                 for name, family, m in mutants(spec, case.dtype, v, prepared, index):
                     if m is None:

@@ -70,7 +70,9 @@ def pool_geometry(in_spatial, kernel_shape, strides=None, pads=None, dilations=N
             o = -(-size // s)
             total = max(0, (o - 1) * s + (k - 1) * d + 1 - size)
             begin = total // 2 if auto_pad == "SAME_UPPER" else (total + 1) // 2
-            out.append(o), begins.append(begin), ends.append(total - begin)
+            out.append(o)
+            begins.append(begin)
+            ends.append(total - begin)
         return PoolGeometry(kernel, strides, dilations, tuple(begins + ends), tuple(out))
     pads = (0,) * (2 * nd) if auto_pad == "VALID" else _ints(pads, (0,) * (2 * nd))
     out = []
