@@ -27,6 +27,10 @@ class Status(str, Enum):
 
 STATUSES = tuple(s.value for s in Status)
 UNEXPECTED = (Status.FAIL.value, Status.CRASHED.value, Status.ERROR.value)  # these fail the verdict
+# Worst first, as the report ranks a matrix cell: a broken harness or spec, then what fails the verdict, then the
+# declared outcomes. Unsupported ranks above pass because it is never a pass.
+SEVERITY = tuple(s.value for s in (Status.ERROR, Status.CRASHED, Status.FAIL, Status.DIVERGENT, Status.WAIVED,
+                                    Status.UNSUPPORTED, Status.PASS))
 
 
 class Failure(str, Enum):

@@ -231,7 +231,7 @@ class Hooks:
     # -- what the generated tests call
     def check(self, spec_id: str, dtype: str, case_id: str, backend_name: str) -> None:
         """One backend test: the case on the backend through the engine, then the pytest outcome."""
-        from harness.core.status import UNEXPECTED, Status
+        from harness.core.status import UNEXPECTED, Check, Status
         from harness.run.engine import CaseNotFound
 
         try:
@@ -242,7 +242,7 @@ class Hooks:
             pytest.fail(str(results), pytrace=False)
         if isinstance(results, str):
             pytest.skip(f"backend {backend_name} unavailable: {results}")
-        named = [(r, "" if r.check == "reference" else f"{r.check}: ") for r in results]
+        named = [(r, "" if r.check == Check.REFERENCE else f"{r.check}: ") for r in results]
         unexpected = [f"{r.status}: {label}{r.detail}" for r, label in named if r.status in UNEXPECTED]
         if unexpected:
             pytest.fail("\n".join(unexpected), pytrace=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness.core.status import Status
 from harness.report.data import Rec, RunData
 from harness.report.status import FAILING
 
@@ -82,7 +83,7 @@ def diff(baseline: RunData, current: RunData, factor: float = BUDGET_FACTOR, flo
             result.added.append(Change(None, n))
         elif n.status in FAILING and o.status not in FAILING:
             result.newly_failing.append(Change(o, n))
-        elif n.status == "pass" and o.status != "pass":
+        elif n.status == Status.PASS and o.status != Status.PASS:
             result.newly_passing.append(Change(o, n))
         elif n.status != o.status:
             result.other_changes.append(Change(o, n))

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.status import STATUSES, UNEXPECTED, Failure, Status
 from harness.report import repro
 from harness.report.data import Rec
 
@@ -28,15 +29,14 @@ TITLES = {"crash": "Crashes and hangs not declared in any spec", "failure": "Une
           "known crash": "Known crashes and hangs (declared, with evidence)",
           "known divergence": "Known divergences (declared, with evidence)", "waived": "Waived by a backend team"}
 SHORT_KIND = {"known crash": "crash", "known divergence": "divergence", "waived": "waiver"}
-# Statuses a user must act on; a diagnosis that found nothing is worth saying only for these.
-UNEXPECTED = ("fail", "crashed", "error")
+# A diagnosis that found nothing is worth saying only for the statuses a user must act on (UNEXPECTED).
 _NONE_MATCHED = re.compile(r"matches none of the \d+ alternative semantics tried")
 _DIAGNOSIS_SUFFIX = re.compile(r" \| diagnosis: matches none of the \d+ alternative semantics tried.*$", re.S)
 
 
 def unexpected(status: str) -> bool:
     """A status nothing declared: fail, crashed, error, or one this report does not know."""
-    return status in UNEXPECTED or status not in ("pass", "divergent", "waived", "unsupported")
+    return status in UNEXPECTED or status not in STATUSES
 
 
 def shown_diagnoses(r: Rec) -> list[str]:
@@ -136,21 +136,21 @@ class Finding:
 
 
 def kind_of(r: Rec) -> tuple[str, str] | None:
-    if r.status == "pass":
+    if r.status == Status.PASS:
         return ("stale divergence", r.divergence) if r.divergence else None
-    if r.status == "unsupported":
+    if r.status == Status.UNSUPPORTED:
         if r.divergence and r.raw.get("divergence_reproduced"):  # a declared `unsupported` divergence
             return "known divergence", r.divergence
         return None
-    if r.status == "divergent":
-        return ("known crash" if r.failure in ("crash", "hang") else "known divergence"), r.divergence or "?"
-    if r.status == "crashed":
+    if r.status == Status.DIVERGENT:
+        return ("known crash" if r.failure in (Failure.CRASH, Failure.HANG) else "known divergence"), r.divergence or "?"
+    if r.status == Status.CRASHED:
         return "crash", r.failure or "crash"
-    if r.status == "fail":
+    if r.status == Status.FAIL:
         return "failure", r.failure or "fail"
-    if r.status == "error":
+    if r.status == Status.ERROR:
         return "error", "error"
-    if r.status == "waived":
+    if r.status == Status.WAIVED:
         return "waived", r.waiver or "?"
     return "other", r.status
 

@@ -32,6 +32,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.core.status import Status
 from harness.report import repro
 from harness.report.data import Rec, to_rec
 
@@ -39,7 +40,7 @@ from harness.report.data import Rec, to_rec
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 MESSAGE_CHARS = 300
 SKIP_CHARS = 100
-QUIET = ("pass", "unsupported")  # statuses whose testcase carries no properties
+QUIET = (Status.PASS, Status.UNSUPPORTED)  # statuses whose testcase carries no properties
 
 
 def clean(text: str) -> str:
@@ -55,13 +56,13 @@ def _message(text: str, limit: int = MESSAGE_CHARS) -> str:
 
 def outcome(status: str) -> tuple[str | None, str | None]:
     """(element, type) for a status: ("failure", kind), ("error", ...), ("skipped", ...) or (None, None) = passed."""
-    if status == "pass":
+    if status == Status.PASS:
         return None, None
-    if status in ("fail", "crashed"):
+    if status in (Status.FAIL, Status.CRASHED):
         return "failure", None
-    if status == "error":
+    if status == Status.ERROR:
         return "error", "harness_error"
-    if status in ("unsupported", "divergent", "waived"):
+    if status in (Status.UNSUPPORTED, Status.DIVERGENT, Status.WAIVED):
         return "skipped", status
     return "failure", status
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.status import Status
 from harness.report import baseline as baseline_diff
 from harness.report import findings as findings_mod
 from harness.report import ops as ops_mod
@@ -229,8 +230,8 @@ def gradient_rows(records: list[Rec]) -> list[dict]:
     for r in records:
         if r.check == "gradient":
             by_op[r.op].append(r)
-    return [{"op": op, "checked": len(rs), "passed": sum(1 for r in rs if r.status == "pass"),
-             "failed": [r for r in rs if r.status != "pass"][:5]} for op, rs in sorted(by_op.items())]
+    return [{"op": op, "checked": len(rs), "passed": sum(1 for r in rs if r.status == Status.PASS),
+             "failed": [r for r in rs if r.status != Status.PASS][:5]} for op, rs in sorted(by_op.items())]
 
 
 def waiver_health(summary: dict) -> list[dict]:

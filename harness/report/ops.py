@@ -14,6 +14,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from harness.core.status import Status
 from harness.report import repro, svg
 from harness.report.data import Rec, as_dict, number
 from harness.report.findings import shown_diagnoses, unexpected, with_details, without_noise
@@ -135,7 +136,7 @@ def near_zero(rec: Rec) -> tuple[float | None, float | None, bool]:
     ULP distance of 2e7 there says nothing about accuracy. Such outputs' figures are left out; the max abs
     error is what decided their verdict. Figures of failing results are all shown."""
     outputs = rec.raw.get("outputs") if isinstance(rec.raw.get("outputs"), dict) else {}
-    if rec.status != "pass" or not outputs:
+    if rec.status != Status.PASS or not outputs:
         return rec.max_rel, rec.max_ulp, False
     rel = ulp = None
     hidden = False
@@ -174,8 +175,8 @@ def table_data(records: list[Rec], backends: list[str], dtypes: list[str], flags
 
 def worst_cases(records: list[Rec], flags: list[str]) -> list[tuple[Rec, str]]:
     """The results nearest to (or beyond) failing: unexpected statuses first, then most tolerance used."""
-    candidates = [r for r in records if r.status not in ("unsupported",)
-                  and (r.status != "pass" or r.budget is not None)]
+    candidates = [r for r in records if r.status != Status.UNSUPPORTED
+                  and (r.status != Status.PASS or r.budget is not None)]
     candidates.sort(key=lambda r: (rank(r.status), -(r.budget if r.budget is not None else -1.0), r.case))
     return [(r, repro.command(r.op, r.backend, r.dtype, r.case, r.tier, flags)) for r in candidates[:WORST_CASES]]
 
@@ -300,7 +301,7 @@ def capability(records: list[Rec], backends: list[str], dtypes: list[str],
     reasons: dict[tuple[str, str], str] = {}
     for r in records:
         seen[(r.backend, r.dtype)].add(r.status)
-        if r.status == "unsupported" and (r.backend, r.dtype) not in reasons:
+        if r.status == Status.UNSUPPORTED and (r.backend, r.dtype) not in reasons:
             reasons[(r.backend, r.dtype)] = r.detail
     rows = []
     for b in backends:
@@ -313,7 +314,7 @@ def capability(records: list[Rec], backends: list[str], dtypes: list[str],
             cell = seen.get((b, d))
             if cell is None:
                 caps.append(Capability(b, d, "not run", None))
-            elif cell.counts["unsupported"] == cell.total:
+            elif cell.counts[Status.UNSUPPORTED] == cell.total:
                 caps.append(Capability(b, d, "unsupported", False, reasons.get((b, d), "")))
             else:
                 caps.append(Capability(b, d, "runs", True, cell.title))
@@ -341,8 +342,8 @@ def build(op: str, records: list[Rec], spec, spec_path: str, spec_note: str, bac
     view.diagnoses = diagnoses(records)
     view.graphs = gradient_graphs(records)
     if spec is not None:
-        explained = Counter(r.divergence for r in records if r.divergence and r.status != "pass")
-        refuted = Counter(r.divergence for r in records if r.divergence and r.status == "pass")
+        explained = Counter(r.divergence for r in records if r.divergence and r.status != Status.PASS)
+        refuted = Counter(r.divergence for r in records if r.divergence and r.status == Status.PASS)
         view.divergences = [(d, explained[d.id], refuted[d.id]) for d in spec.known_divergences]
     view.table = table_data(records, op_backends, sorted({r.dtype for r in records}, key=dtype_key), flags)
     return view

@@ -10,9 +10,10 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from harness.core.status import Status
 from harness.report import ops as ops_mod
 from harness.report.model import Report
-from harness.report.status import SHORT, css
+from harness.report.status import SHORT, css, js_rank
 
 HERE = Path(__file__).parent
 DIFF_LIMIT = 300  # rows per list in the baseline diff; the rest are counted
@@ -73,12 +74,12 @@ def compact_rows(rows: list) -> list:
         for i in ROW_FIGURES:
             row[i] = _figure(row[i], i == ROW_BUDGET)
         detail = row[ROW_DETAIL]
-        if row[ROW_STATUS] == "pass" and isinstance(detail, str) and detail.startswith("within tolerance (x") \
+        if row[ROW_STATUS] == Status.PASS and isinstance(detail, str) and detail.startswith("within tolerance (x") \
                 and (not row[ROW_SOURCE] or detail.endswith(f" of {row[ROW_SOURCE]})")):
             row[ROW_DETAIL] = "within tolerance"
-        elif row[ROW_STATUS] == "divergent" and isinstance(detail, str):
+        elif row[ROW_STATUS] == Status.DIVERGENT and isinstance(detail, str):
             row[ROW_DETAIL] = observed(detail)  # the divergence's summary is the op's (its note names it)
-        elif row[ROW_STATUS] == "unsupported" and isinstance(detail, str) and len(detail) > UNSUPPORTED_DETAIL:
+        elif row[ROW_STATUS] == Status.UNSUPPORTED and isinstance(detail, str) and len(detail) > UNSUPPORTED_DETAIL:
             row[ROW_DETAIL] = detail[:UNSUPPORTED_DETAIL] + "…"
         out.append(row)
     return out
@@ -106,6 +107,8 @@ def environment() -> Environment:
 def assets() -> tuple[Markup, Markup]:
     css_text = (HERE / "assets" / "report.css").read_text(encoding="utf-8")
     js_text = (HERE / "assets" / "report.js").read_text(encoding="utf-8")
+    ranks, unknown = js_rank()
+    js_text = js_text.replace("__STATUS_RANK__", json.dumps(ranks)).replace("__UNKNOWN_RANK__", str(unknown))
     return Markup(css_text), Markup(js_text.replace("</script", "<\\/script"))
 
 

@@ -10,11 +10,20 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-ORDER = ("error", "crashed", "fail", "divergent", "waived", "unsupported", "pass")
-UNKNOWN_RANK = ORDER.index("fail") + 0.5
-SHORT = {"pass": "pass", "fail": "fail", "divergent": "div", "waived": "waived", "unsupported": "unsup",
-         "crashed": "crash", "error": "error"}
-FAILING = ("fail", "crashed", "error")  # what a baseline diff calls failing
+from harness.core.status import SEVERITY, UNEXPECTED, Status
+
+ORDER = SEVERITY
+UNKNOWN_RANK = ORDER.index(Status.FAIL) + 0.5
+# The matrix's short labels; a status left out shows in full.
+SHORT = {Status.DIVERGENT: "div", Status.UNSUPPORTED: "unsup", Status.CRASHED: "crash"}
+FAILING = UNEXPECTED  # what a baseline diff calls failing
+
+
+def js_rank() -> tuple[dict[str, int], int]:
+    """report.js's integer sort ranks: ORDER's per status, with the place after fail left to a status the
+    report does not know (UNKNOWN_RANK), and that place."""
+    unknown = ORDER.index(Status.FAIL) + 1
+    return {s: i if i < unknown else i + 1 for i, s in enumerate(ORDER)}, unknown
 
 
 def rank(status: str) -> float:
@@ -39,7 +48,7 @@ class Cell:
 
     @property
     def passed(self) -> int:
-        return self.counts["pass"]
+        return self.counts[Status.PASS]
 
     @property
     def worst(self) -> str:
@@ -48,7 +57,7 @@ class Cell:
     @property
     def others(self) -> list[tuple[str, int]]:
         """The non-pass statuses with their counts, worst first."""
-        return sorted(((s, n) for s, n in self.counts.items() if s != "pass" and n), key=lambda sn: rank(sn[0]))
+        return sorted(((s, n) for s, n in self.counts.items() if s != Status.PASS and n), key=lambda sn: rank(sn[0]))
 
     @property
     def title(self) -> str:

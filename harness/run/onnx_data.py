@@ -21,6 +21,7 @@ from harness.core import dtypes
 from harness.core.compare import compare
 from harness.core.spec_checks import unknown_name
 from harness.core.spec_loader import Catalog
+from harness.core.status import Status
 from harness.core.tolerance import allowances
 from harness.run.engine import prepare, request_for
 from harness.run.probe import capability
@@ -187,7 +188,7 @@ def run_dirs(catalog: Catalog, dirs: list[Path], backend_name: str, write_output
     backend = registry.create(backend_name, threads=threads, timeout=timeout)
     if reason := backend.availability():
         raise RunError(f"backend '{backend_name}' is unavailable here: {reason}")
-    counts = {"pass": 0, "fail": 0, "unsupported": 0}
+    counts = dict.fromkeys((Status.PASS.value, Status.FAIL.value, Status.UNSUPPORTED.value), 0)
     outcomes = {}
     try:
         for directory in dirs:

@@ -30,10 +30,12 @@ from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, 
 from harness.core import dtypes
 from harness.core.compare import compare
 from harness.core.evaluate import evaluate
+from harness.core.status import Check
 from harness.core.tolerance import Tolerance, allowances
 from harness.run.engine import Prepared, Result, judge, new_result, request_for
 
-OUTPUT_SUBSET, OWN_SAVED_STATE, THREAD_INVARIANCE = "output_subset", "own_saved_state", "thread_invariance"
+OUTPUT_SUBSET, OWN_SAVED_STATE, THREAD_INVARIANCE = (Check.OUTPUT_SUBSET.value, Check.OWN_SAVED_STATE.value,
+                                                     Check.THREAD_INVARIANCE.value)
 INVARIANCE_THREADS = (1, 2)
 
 

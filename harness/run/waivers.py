@@ -29,13 +29,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from harness.core.status import Problem
+from harness.core.status import Failure, Problem, Status
 from harness.spec.model import DType, Identifier
 
 GRACE_DAYS = 14  # after review_by: this many days of warnings, then the gate fails
 FailureKind = Literal["wrong_values", "wrong_shape", "rejects_valid", "accepts_invalid", "crash", "hang"]
 KINDS = ("xfail", "divergence", "tolerance", "skip")
-WAIVABLE = ("fail", "crashed")  # statuses a waiver may turn into `waived`; never `error`
+WAIVABLE = (Status.FAIL.value, Status.CRASHED.value)  # statuses a waiver may turn into `waived`; never `error`
 TOLERANCE_PROBLEM = Problem.OUT_OF_TOLERANCE.value  # the one comparison problem a tolerance waiver covers
 
 
@@ -344,12 +344,12 @@ def propose(records: list[dict], existing, today_: datetime.date | None = None, 
                 lines.append(f"  # worst error x{worst:.3g} of the tolerance: if that is the whole story, kind: tolerance "
                              f"with budget_multiplier and observed_budget: {worst:.3g}")
             lines.append(f"  - id: {prefix}-{number:04d}")
-            if failure in ("crash", "hang"):
+            if failure in (Failure.CRASH, Failure.HANG):
                 lines += ["    kind: skip", f"    because: {failure}"]
             else:
                 lines += ["    kind: xfail"]
             lines.append(f"    match: {match}")
-            if failure not in ("crash", "hang"):
+            if failure not in (Failure.CRASH, Failure.HANG):
                 lines.append(f"    failure: {failure}")
             lines += ['    reason: ""', '    tracking: ""', f"    review_by: {review_by.isoformat()}"]
         blocks.append("\n".join(lines) + "\n")

@@ -6,7 +6,9 @@
   var C = {backend: 0, dtype: 1, kase: 2, check: 3, status: 4, failure: 5, abs: 6, rel: 7, ulp: 8,
            budget: 9, tol: 10, source: 11, detail: 12, note: 13, tier: 14};
   var NUMERIC = {6: true, 7: true, 8: true, 9: true};
-  var RANK = {error: 0, crashed: 1, fail: 2, divergent: 4, waived: 5, unsupported: 6, pass: 7};
+  // Sort rank per status, worst first, and the rank of a status this report does not know: filled in by
+  // harness/report/render.py from harness/report/status.py (js_rank), which reads harness/core/status.py.
+  var RANK = __STATUS_RANK__, UNKNOWN_RANK = __UNKNOWN_RANK__;
 
   function num(v) {
     if (v === null || v === undefined || v === "") return null;
@@ -110,7 +112,7 @@
         if (y === null || isNaN(y)) return -1;
         return (x - y) * dir || 0;
       }
-      if (col === C.status) { x = RANK[x] === undefined ? 3 : RANK[x]; y = RANK[y] === undefined ? 3 : RANK[y]; return (x - y) * dir; }
+      if (col === C.status) { x = RANK[x] === undefined ? UNKNOWN_RANK : RANK[x]; y = RANK[y] === undefined ? UNKNOWN_RANK : RANK[y]; return (x - y) * dir; }
       return String(x).localeCompare(String(y), undefined, {numeric: true}) * dir;
     });
   };
