@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, SPECS, edit
+from conftest import REPO, SPECS, copy_specs, edit
 
 from harness import backends as registry
 from harness.cli import main
@@ -24,13 +24,10 @@ LINE = re.compile(r'^    case\("(smoke|ci|nightly)", "(\w+)", "(.+)"\),$')
 
 def make_project(tmp_path: Path, ops=OPS) -> Path:
     """tmp/specs with a few specs (and the shared files), tmp/generated_tests generated from them."""
-    specs = tmp_path / "specs"
-    shutil.copytree(SPECS, specs)
+    specs = copy_specs(tmp_path / "specs")  # without the repository's waivers: they name ops this copy may not have
     for path in specs.glob("com.microsoft/*.yaml"):
         if path.stem not in ops:
             path.unlink()
-    for path in (specs / "_waivers").glob("*.yaml") if (specs / "_waivers").is_dir() else []:
-        path.unlink()  # the repo's waivers name ops this copy may not have
     assert main(["gen-tests", "--specs", str(specs), "--no-builtin-specs"]) == 0
     return tmp_path
 
@@ -157,3 +154,17 @@ def test_a_case_the_spec_no_longer_has_fails_clearly(tmp_path):
     assert ("com.microsoft::ReluGrad@1 has no case float32-basic/shape=2x3x5: the spec changed since this test was "
             "generated; run `opconform gen-tests`") in result.stdout
     assert "stale generated tests: test_ReluGrad.py" in result.stdout
+
+
+def test_spec_copies_never_carry_the_repositorys_waivers(tmp_path):
+    """The fixtures copy specs/ through conftest.copy_specs (spec_copy, make_project, test_new_op's projects): a
+    waiver file the repository gains (here planted in a stand-in for specs/) never reaches a test's copy, where it
+    would name ops and backends the test does not have."""
+    source = tmp_path / "repo_specs"
+    shutil.copytree(SPECS / "_defaults", source / "_defaults")
+    (source / "_waivers").mkdir()
+    (source / "_waivers" / "README.md").write_text("how to write a waiver\n")
+    (source / "_waivers" / "ort.yaml").write_text("backend: ort\nwaivers: []\n")
+    copy = copy_specs(tmp_path / "copy", source)
+    assert sorted(p.name for p in (copy / "_waivers").iterdir()) == ["README.md"]
+    assert (copy / "_defaults" / "tolerances.yaml").read_bytes() == (SPECS / "_defaults" / "tolerances.yaml").read_bytes()

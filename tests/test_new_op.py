@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, SPECS
+from conftest import REPO, copy_specs
 
 from harness.backends import openmp_lib
 from harness.cli import main
@@ -43,14 +43,12 @@ known_divergences:
 
 @pytest.fixture
 def project(tmp_path) -> Path:
-    shutil.copytree(SPECS, tmp_path / "specs")
+    copy_specs(tmp_path / "specs")  # without the repository's waivers
     shutil.copytree(REPO / "reference", tmp_path / "reference", ignore=shutil.ignore_patterns("__pycache__"))
     for path in (tmp_path / "specs" / "com.microsoft").glob("*.yaml"):
         if path.stem not in ("ReluGrad", "TanhGrad"):
             path.unlink()  # a small catalog: faster, and untouched by other ops' edits
     shutil.rmtree(tmp_path / "specs" / "ai.onnx", ignore_errors=True)
-    for path in (tmp_path / "specs").glob("_waivers/*.yaml"):
-        path.unlink()
     return tmp_path
 
 
@@ -399,18 +397,15 @@ COMPARED = ("specs", "reference", "csrc", "generated_tests", "CMakeLists.txt")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 
-def _no_waivers(directory, names):
-    """specs/_waivers/*.yaml: the repository's waivers are never read by a test (they name the repository's ops)."""
-    return [n for n in names if Path(directory).name == "_waivers" and n.endswith(".yaml")] + list(IGNORED(directory, names))
-
-
 @pytest.fixture
 def c_project(tmp_path) -> Path:
     """A copy of everything adding an op may touch, the whole spec set (the op table holds every op to a spec)."""
     for name in COMPARED:
         source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / name, ignore=_no_waivers)
+        if name == "specs":
+            copy_specs(tmp_path / name)  # without the repository's waivers
+        elif source.is_dir():
+            shutil.copytree(source, tmp_path / name, ignore=IGNORED)
         else:
             shutil.copy2(source, tmp_path / name)
     return tmp_path
