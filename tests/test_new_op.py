@@ -20,16 +20,8 @@ from harness.cli import main
 from harness.codegen.scaffold import snake
 from harness.spec.unfinished import is_stub, missing_items
 
-SQUARE = '''import numpy as np
-
-
-def square(X):
-    return X * X
-
-
-def square_grad(dY, X):
-    return 2.0 * X * dY
-'''
+SQUARE = "def square_grad(dY, X):\n    return 2.0 * X * dY\n"  # reference/ops/square_grad.py
+SQUARE_FORWARD = "def square(X):\n    return X * X\n"  # reference/forward/square.py
 ORT_HAS_NO_SQUAREGRAD = """
 known_divergences:
   - id: ort-has-no-squaregrad
@@ -104,13 +96,12 @@ def test_scaffold_fill_in_and_run(project, capsys):
     text = spec_path.read_text()
     for field, value in (("summary", "Gradient of Square (X * X) with respect to X, given dY and X."),
                          ("formula", "dX = 2 * X * dY"), ("op", "Square"),
-                         ("reference", "reference.ops.square_grad:square")):
+                         ("reference", "reference.forward.square:square")):
         todo = next(line for line in text.splitlines() if line.strip().startswith(f"{field}: \"TODO"))
         text = text.replace(todo, f"{todo.split(':')[0]}: \"{value}\"", 1)
     text = text.replace(next(line for line in text.splitlines() if '- "TODO' in line), "  - the opconform tests' toy op")
     spec_path.write_text(text)
-    stub = stub_path.read_text()
-    stub_path.write_text(stub + "\n\ndef square(X):\n    return X * X\n")
+    (project / "reference" / "forward" / "square.py").write_text(SQUARE_FORWARD)  # the module pair's forward half
     result = opconform(project, "validate")
     assert result.returncode == 1
     assert result.stderr.splitlines()[0] == (
@@ -462,8 +453,8 @@ def test_an_op_with_a_c_kernel_touches_its_own_files_and_one_line_of_ops_def(c_p
     text = spec_path.read_text()
     spec_path.write_text(text.replace(next(line for line in text.splitlines() if '- "TODO' in line),
                                       "  - the opconform tests' toy op") + ORT_HAS_NO_SQUAREGRAD)
-    (project / "reference" / "ops" / "square_grad.py").write_text("def square_grad(dY, X):\n    return 2.0 * X * dY\n")
-    (project / "reference" / "forward" / "square.py").write_text("def square(X):\n    return X * X\n")
+    (project / "reference" / "ops" / "square_grad.py").write_text(SQUARE)
+    (project / "reference" / "forward" / "square.py").write_text(SQUARE_FORWARD)
     (project / "csrc" / "square_grad.c").write_text(SQUARE_C)
     with (project / "csrc" / "ops.def").open("a") as table:
         table.write(SQUARE_LINE)
@@ -496,6 +487,8 @@ def test_an_op_with_a_c_kernel_touches_its_own_files_and_one_line_of_ops_def(c_p
     assert added == ["csrc/square_grad.c", "generated_tests/test_SquareGrad.py", "reference/forward/square.py",
                      "reference/ops/square_grad.py", "specs/com.microsoft/SquareGrad.yaml"], added
     assert changed == ["csrc/ops.def", "generated_tests/MANIFEST.json"], changed
+    assert sorted(added + changed) == guide_files(domain="com.microsoft", Op="SquareGrad", op="square_grad",
+                                                  forward="square")  # what docs/adding-an-op.md lists
     assert after["csrc/ops.def"] == before["csrc/ops.def"] + SQUARE_LINE.encode()
     manifest_before, manifest_after = (json.loads(m["generated_tests/MANIFEST.json"]) for m in (before, after))
     assert set(manifest_after["files"]) - set(manifest_before["files"]) == {"test_SquareGrad.py"}
@@ -531,3 +524,40 @@ def test_a_c_file_and_its_table_line_go_together_or_configure_fails(tmp_path, le
     result = configure(project, tmp_path / "build")
     assert result.returncode != 0
     assert expected in " ".join(result.stderr.split()), result.stderr
+
+
+# ---- the guide says what the tests enforce -----------------------------------------------------------------------
+
+GUIDE = REPO / "docs" / "adding-an-op.md"
+
+
+def _block(text: str, after: str, kind: str) -> list[str]:
+    """The lines of the first ```kind block after the text `after`."""
+    rest = text[text.index(after):]
+    body = rest[rest.index(f"```{kind}\n") + len(kind) + 4:]
+    return body[:body.index("```")].strip().splitlines()
+
+
+def guide_files(**names) -> list[str]:
+    """The files the guide says adding an op with a C kernel touches, for one op's names."""
+    text = "\n".join(_block(GUIDE.read_text(), "files and nothing else:", "text"))
+    for key, value in (("<domain>", names["domain"]), ("<Op>", names["Op"]), ("<op>", names["op"]),
+                       ("<forward op>", names["forward"])):
+        text = text.replace(key, value)
+    files = [line.split()[0] for line in text.splitlines()] + re.findall(r"generated_tests/MANIFEST\.json", text)
+    return sorted(files)
+
+
+def test_the_guides_file_list_names_each_kind_of_file_once():
+    assert guide_files(domain="d", Op="Op", op="op", forward="fwd") == [
+        "csrc/op.c", "csrc/ops.def", "generated_tests/MANIFEST.json", "generated_tests/test_Op.py",
+        "reference/forward/fwd.py", "reference/ops/op.py", "specs/d/Op.yaml"]
+
+
+def test_the_guides_gate_is_ci_s_gate():
+    """docs/adding-an-op.md section 7 lists exactly the commands .ci/run runs after the install, in order."""
+    gate = _block(GUIDE.read_text(), "## 7. The gate", "sh")
+    script = (REPO / ".ci" / "run").read_text().splitlines()
+    after_install = script[next(i for i, line in enumerate(script) if line.startswith("pip install")) + 1:]
+    commands = [line.strip() for line in after_install if line.strip() and not line.lstrip().startswith("#")]
+    assert gate == commands
