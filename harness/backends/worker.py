@@ -32,7 +32,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import ClassVar
+from typing import IO, ClassVar
 
 from harness.backends import worker_template
 from harness.backends.base import Backend, Crashed, TimedOut
@@ -57,7 +57,7 @@ class IsolatedWorker:
         self.env = {**os.environ, **(env or {})}
         self._proc: subprocess.Popen | worker_template.Forked | None = None
         self._conn: Connection | None = None
-        self._stderr = None
+        self._stderr: IO[bytes] | None = None
 
     def call(self, request, timeout: float | None = None):
         """The handler's reply, or Crashed / TimedOut; raises HandlerError if the handler raised. A fresh
@@ -66,27 +66,34 @@ class IsolatedWorker:
             failed = self._start()
             if failed is not None:
                 return failed
+        proc, conn = self._running()
         try:
-            self._conn.send(request)
-            if not self._conn.poll(timeout or self.timeout):
-                if self._proc.poll() is None:
+            conn.send(request)
+            if not conn.poll(timeout or self.timeout):
+                if proc.poll() is None:
                     self._kill()
                     return TimedOut(timeout or self.timeout)
-            status, *payload = self._conn.recv()
+            status, *payload = conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             return self._crashed()
         if status == "error":
             raise HandlerError(*payload)
         return payload[0]
 
+    def _running(self) -> tuple[subprocess.Popen | worker_template.Forked, Connection]:
+        """The worker's process and connection, which _start sets and _reset clears."""
+        if self._proc is None or self._conn is None:
+            raise RuntimeError(f"no worker is running for {self.handler}")
+        return self._proc, self._conn
+
     def _start(self) -> Crashed | TimedOut | None:
         """A fresh worker, forked from the template or spawned, once it has its imports (see _ready)."""
         parent, child = socket.socketpair()
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = stderr = tempfile.TemporaryFile()
         template = worker_template.get(self.handler, self.preload, self.env)
         if template is not None:
             try:
-                self._proc = template.fork(child.fileno(), self._stderr.fileno())
+                self._proc = template.fork(child.fileno(), stderr.fileno())
             except worker_template.TemplateError:
                 self._proc = None  # the template died: spawn this one, a fresh template next time
             if self._proc is not None:
@@ -96,7 +103,7 @@ class IsolatedWorker:
         # spawned: it imports the handler's module and PRELOAD itself, which the template would have held
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _CHILD, self.handler, str(child.fileno()), ",".join(self.preload)],
-            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr,
+            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
             env=self.env)
         child.close()
         self._conn = Connection(parent.detach())
@@ -105,11 +112,12 @@ class IsolatedWorker:
     def _ready(self) -> Crashed | TimedOut | None:
         """Wait, under the library-load limit, for the new worker's ('ready',): its imports are done and the
         caller's timeout may start. Crashed if it died importing, TimedOut(INFO_TIMEOUT) if it never finished."""
+        proc, conn = self._running()
         try:
-            if not self._conn.poll(INFO_TIMEOUT) and self._proc.poll() is None:
+            if not conn.poll(INFO_TIMEOUT) and proc.poll() is None:
                 self._kill()
                 return TimedOut(INFO_TIMEOUT, INFO_LIMIT)
-            message = self._conn.recv()
+            message = conn.recv()
         except (EOFError, OSError):
             return self._crashed()
         if message != ("ready",):
@@ -118,11 +126,13 @@ class IsolatedWorker:
         return None
 
     def _crashed(self) -> Crashed:
+        proc, _ = self._running()
         try:
-            code = self._proc.wait(timeout=5)
+            code = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self._kill()
-            code = self._proc.returncode
+            # killed here, not by _kill(): its _reset() would drop the process and the stderr read below
+            proc.kill()
+            code = proc.wait()
         detail = self._stderr_tail()
         self._reset()
         if code is not None and code < 0:
@@ -130,13 +140,16 @@ class IsolatedWorker:
         return Crashed(f"exit {code}", detail)
 
     def _stderr_tail(self, limit: int = 600) -> str:
+        if self._stderr is None:
+            return ""
         self._stderr.seek(0)
         text = self._stderr.read().decode(errors="replace").strip()
         return text[-limit:]
 
     def _kill(self) -> None:
-        self._proc.kill()
-        self._proc.wait()
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
         self._reset()
 
     def _reset(self) -> None:

@@ -111,6 +111,7 @@ def serve_template(handler: str, preload: str, fd: int) -> None:
             os._exit(0)
         message = pickle.loads(data)
         _reap(children, finished)
+        reply: tuple
         if message[0] == "fork":
             conn_fd, err_fd = fds
             pid = os.fork()
@@ -126,7 +127,7 @@ def serve_template(handler: str, preload: str, fd: int) -> None:
             while pid not in finished and pid in children and time.monotonic() < deadline:
                 time.sleep(0.002)
                 _reap(children, finished)
-            reply = ("status", finished.pop(pid, None) if pid in finished else (0 if pid not in children else None))
+            reply = ("status", finished.pop(pid) if pid in finished else (0 if pid not in children else None))
         else:
             reply = ("error", f"unknown request {message[0]!r}")
         control.send(pickle.dumps(reply))
@@ -175,6 +176,7 @@ def serve(handler_path: str, fd: int, preload: str = "") -> None:
             request = conn.recv()
         except EOFError:
             return
+        reply: tuple
         try:
             reply = ("ok", handler(request))
         except Exception as e:  # noqa: BLE001 - a handler's error is the reply, not the child's end
@@ -212,19 +214,21 @@ class Forked:
     """A worker forked by a template, with the part of Popen's interface IsolatedWorker uses."""
 
     def __init__(self, template: "Template", pid: int):
-        self.template, self.pid, self.returncode = template, pid, None
+        self.template, self.pid = template, pid
+        self.returncode: int | None = None
 
     def poll(self) -> int | None:
         return self.wait(timeout=0, _raise=False)
 
     def wait(self, timeout: float | None = None, _raise: bool = True) -> int | None:
         if self.returncode is None:
+            seconds = 3600.0 if timeout is None else timeout
             try:
-                self.returncode = self.template.wait(self.pid, 3600.0 if timeout is None else timeout)
+                self.returncode = self.template.wait(self.pid, seconds)
             except TemplateError:
                 self.returncode = -signal.SIGKILL  # the template died: so did its workers
             if self.returncode is None and _raise:
-                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", seconds)
         return self.returncode
 
     def kill(self) -> None:

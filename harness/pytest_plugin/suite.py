@@ -18,11 +18,18 @@ import tempfile
 import time
 from collections import Counter, OrderedDict
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 import pytest
 
 from harness.spec import vocabulary
 from harness.spec.vocabulary import NUMERIC_DTYPES, tiers_running
+
+if TYPE_CHECKING:  # for the annotations only: the suite imports them where first used (pytest's start-up)
+    from harness.backends.base import Backend
+    from harness.core.cases import Case
+    from harness.run.engine import Prepared
+    from harness.spec.model import Spec
 
 TIERS = {tier: tiers_running(tier) for tier in vocabulary.TIERS}  # a case's tier markers
 DTYPES = NUMERIC_DTYPES
@@ -65,12 +72,12 @@ class Suite:
         self.parts = Path(parts) if parts else Path(tempfile.mkdtemp(prefix="opconform-parts-"))
         self.specs_dir = specs_dir  # SpecSources (specs_dir_from), or a complete spec tree (a Path)
         self._catalog = None
-        self._specs = {}
-        self._cases = {}
-        self._backends = {}  # name -> Backend, or the reason it is unavailable
-        self._prepared = OrderedDict()
-        self._file = None
-        self.unavailable = Counter()
+        self._specs: dict[str, Spec] = {}
+        self._cases: dict[str, dict[str, Case]] = {}  # spec id -> full case id -> case
+        self._backends: dict[str, Backend | str] = {}  # name -> Backend, or the reason it is unavailable
+        self._prepared: OrderedDict[tuple[str, str, int], Prepared] = OrderedDict()
+        self._file: IO[str] | None = None
+        self.unavailable: Counter[str] = Counter()
         self.started = time.time()
 
     @property
@@ -183,7 +190,8 @@ class Suite:
         records = []
         for part in sorted(self.parts.glob("*.jsonl")):
             records += [json.loads(line) for line in part.read_text(encoding="utf-8").splitlines() if line.strip()]
-        backends, skips = {}, Counter()
+        backends: dict[str, dict] = {}
+        skips: Counter[str] = Counter()
         for meta_file in sorted(self.parts.glob("*.meta.json")):
             meta = json.loads(meta_file.read_text())
             for name, info in meta["backends"].items():

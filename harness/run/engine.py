@@ -34,7 +34,7 @@ from harness.core.tensors import forward_call_parts, make_tensors
 from harness.core.tolerance import Tolerance, allowances
 from harness.run.diagnose import diagnose
 from harness.run.probe import capability
-from harness.spec.model import Divergence
+from harness.spec.model import Divergence, InvalidGroup
 
 
 @dataclass
@@ -95,7 +95,7 @@ def prepare(case: Case, global_seed: int = 0) -> Prepared:
             if problems:
                 raise CaseError("the spec generates an invalid case: " + "; ".join(problems))
             prepared.expected = evaluate(case.spec, prepared.inputs, case.attributes)
-            _check_output_shapes(prepared)
+            _check_output_shapes(prepared, prepared.expected)
             prepared.allowance, prepared.allowance_notes = allowances(
                 case.spec, prepared.inputs, case.attributes, case.dtype, prepared.expected)
     except Exception as e:  # noqa: BLE001 - a spec or reference bug must not end the run; it becomes an error result
@@ -103,9 +103,9 @@ def prepare(case: Case, global_seed: int = 0) -> Prepared:
     return prepared
 
 
-def _check_output_shapes(prepared: Prepared) -> None:
+def _check_output_shapes(prepared: Prepared, expected: list[np.ndarray]) -> None:
     spec = prepared.case.spec
-    for out, value in zip(spec.outputs, prepared.expected):
+    for out, value in zip(spec.outputs, expected):
         source = prepared.inputs.get(out.shape_from) if out.shape_from else None
         if source is not None and value.shape != source.shape:
             raise CaseError(f"reference output {out.name} has shape {list(value.shape)} but the spec says it "
@@ -176,7 +176,7 @@ def score(prepared: Prepared, outcome: Outcome, tolerance: Tolerance, result: Re
             result.set(Status.FAIL, Failure.REJECTS_VALID, f"rejected a valid input: {outcome.message}")
         else:
             result.detail = f"rejected as expected: {outcome.message}"
-    elif not case.valid:
+    elif isinstance(case.group, InvalidGroup):  # not case.valid
         result.set(Status.FAIL, Failure.ACCEPTS_INVALID,
                    f"accepted an invalid input ({case.group.why}) and returned outputs")
     else:
@@ -186,8 +186,11 @@ def score(prepared: Prepared, outcome: Outcome, tolerance: Tolerance, result: Re
 
 def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, result: Result) -> None:
     case, spec = prepared.case, prepared.case.spec
+    expected_all, allowance, notes = prepared.expected, prepared.allowance, prepared.allowance_notes
+    if expected_all is None or allowance is None or notes is None:  # prepare() gives a valid case all three
+        raise ValueError(f"case {case.id} has no reference outputs and allowances to score against")
     problems, failure = [], None
-    for index, (out, expected, actual) in enumerate(zip(spec.outputs, prepared.expected, outcome.values)):
+    for index, (out, expected, actual) in enumerate(zip(spec.outputs, expected_all, outcome.values)):
         if out.name not in case.requested_outputs:
             if actual is not None:
                 failure = failure or Failure.WRONG_SHAPE
@@ -198,8 +201,8 @@ def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, r
             problems.append(f"{out.name}: requested but not returned")
             continue
         want_dtype = spec.dtype_of(out, case.dtype)
-        output_tolerance = tolerance.noted(prepared.allowance_notes[index])
-        comparison = compare(actual, expected, want_dtype, output_tolerance, prepared.allowance[index])
+        output_tolerance = tolerance.noted(notes[index])
+        comparison = compare(actual, expected, want_dtype, output_tolerance, allowance[index])
         if actual.dtype != NUMPY[want_dtype]:
             comparison.fail(Problem.DTYPE, f"dtype {actual.dtype}, expected {want_dtype}", first=True)
         result.outputs[out.name] = comparison.to_json()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from harness.backends.base import Crashed, Outputs, Rejected, TimedOut, Unsuppor
 from harness.backends.worker import HandlerError
 from harness.data import ort_training_ops
 from harness.run import probe
+from harness.spec.model import Spec
 
 RUNS = "runs"                     # a spec's valid case ran
 REGISTERED = "kernel registered"  # session created for a table-built model
@@ -50,7 +52,7 @@ class Row:
         return self.cpu in CPU_YES
 
 
-def spec_index(specs) -> dict[tuple[str, str], object]:
+def spec_index(specs) -> dict[tuple[str, str], Spec]:
     # the table writes the default domain as '', specs as ai.onnx (their directory name)
     return {("" if s.domain == "ai.onnx" else s.domain, s.op): s for s in specs}
 
@@ -74,13 +76,15 @@ def cpu_status(backend, entry: dict, spec) -> tuple[str, str]:
         return _spec_status(backend, spec)
     # Placeholder models can trip over shape inference or an omitted optional output (SoftmaxCrossEntropy
     # without log_prob kills the process): try variants until one answers whether a kernel exists.
-    first = None
+    first: tuple[str, str] | None = None
     for shaped, all_outputs, note in ((True, False, ""), (True, True, " (with every optional output)"),
                                       (False, False, " (inputs declared without shapes)")):
         status, detail = _table_status(backend, entry, shaped, all_outputs)
         if status in (REGISTERED, NO_KERNEL, NOT_REGISTERED, NOT_TRIED):
             return status, detail + note if first else detail
         first = first or (status, detail)
+    if first is None:
+        raise AssertionError("the first variant either answered or was kept")
     return first
 
 
@@ -161,7 +165,8 @@ def table_model(entry: dict, shaped: bool = True, all_outputs: bool = False,
             return "float32"
         return integer if {"int32", "int64"} <= set(options) else options[0]
 
-    feeds, graph_inputs, names = {}, [], []
+    feeds: dict[str, np.ndarray] = {}
+    graph_inputs, names = [], []
     for formal in entry["inputs"]:
         if formal.get("option") == "optional":
             names.append("")
@@ -174,7 +179,8 @@ def table_model(entry: dict, shaped: bool = True, all_outputs: bool = False,
         names.pop()
     required = [o["name"] for o in entry["outputs"] if o.get("option") != "optional"]
     outputs = [o["name"] for o in entry["outputs"]] if all_outputs else (required or [entry["outputs"][0]["name"]])
-    attrs = {name: PLACEHOLDER_ATTRS[a["type"]] for name, a in entry["attributes"].items() if a.get("required")}
+    attrs: dict[str, Any] = {name: PLACEHOLDER_ATTRS[a["type"]] for name, a in entry["attributes"].items()
+                             if a.get("required")}
     if entry["op"] in ("LSTMTraining", "LSTMGrad", "GRUTraining", "GRUGrad"):
         attrs["hidden_size"] = 1  # optional in the schema, required by every kernel
     node = helper.make_node(entry["op"], names, outputs, domain=entry["domain"], **attrs)

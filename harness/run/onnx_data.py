@@ -26,7 +26,7 @@ from harness.core.tolerance import allowances
 from harness.run.engine import prepare, request_for
 from harness.run.probe import capability
 from harness.run.runner import RunError
-from harness.spec.model import declared_shape_key
+from harness.spec.model import Spec, declared_shape_key
 
 
 class DataError(ValueError):
@@ -42,7 +42,7 @@ def _read_tensor(path: Path) -> np.ndarray:
         raise DataError(f"{path.name} is not a readable TensorProto ({type(e).__name__}: {e})") from None
 
 
-def _graph_types(value_info) -> tuple[int, list]:
+def _graph_types(value_info) -> tuple[int, list[int | None] | None]:
     """(elem_type, dims) of a graph input or output; a dim is an int or None where symbolic or absent."""
     tensor = value_info.type.tensor_type
     dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
@@ -79,7 +79,7 @@ def canonical_domain(domain: str) -> str:
     return domain or DEFAULT_DOMAIN
 
 
-def spec_for_node(catalog: Catalog, node) -> object:
+def spec_for_node(catalog: Catalog, node) -> Spec:
     """The spec of the node's (domain, op), or a DataError naming the unknown domain or op."""
     domain = canonical_domain(node.domain)
     shown = f"{domain!r}" if node.domain else f"'' ({DEFAULT_DOMAIN})"
@@ -189,7 +189,7 @@ def run_dirs(catalog: Catalog, dirs: list[Path], backend_name: str, write_output
     if reason := backend.availability():
         raise RunError(f"backend '{backend_name}' is unavailable here: {reason}")
     counts = dict.fromkeys((Status.PASS.value, Status.FAIL.value, Status.UNSUPPORTED.value), 0)
-    outcomes = {}
+    outcomes: dict[str, int] = {}  # failures that were not value mismatches, by kind
     try:
         for directory in dirs:
             try:
@@ -253,9 +253,10 @@ def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_ou
     extra, allowance_notes, missing = _allowances(request, stored)
     notes, ok = [], True
     for index, (out_spec, actual) in enumerate(zip(spec.outputs, outcome.values)):
-        if stored[index] is None or actual is None:
+        want = stored[index]
+        if want is None or actual is None:
             continue
-        result = compare(actual, stored[index], spec.dtype_of(out_spec, request.dtype),
+        result = compare(actual, want, spec.dtype_of(out_spec, request.dtype),
                          tolerance.noted(allowance_notes[index]), extra[index])
         ok &= result.passed
         notes.append(f"{out_spec.name} max abs {result.max_abs:.3g}, tolerance used x{result.budget_used:.3g}"
@@ -280,7 +281,7 @@ def _allowances(request: Request, stored: list) -> tuple[list, list[str], str | 
                 f"({type(e).__name__}: {_one_line(e, 200)})")
 
 
-def _one_line(error: Exception, limit: int = 400) -> str:
+def _one_line(error: Exception | str, limit: int = 400) -> str:
     text = " ".join(str(error).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -293,7 +294,9 @@ def _write_dataset(target: Path, model, node, dataset: Path, request: Request, o
         shutil.copyfile(source, target / dataset.name / source.name)
     graph_outputs = [o.name for o in model.graph.output]
     for out_spec, value in zip(request.spec.outputs, outcome.values):
-        name = node.output[request.spec.outputs.index(out_spec)] if value is not None else None
+        if value is None:
+            continue
+        name = node.output[request.spec.outputs.index(out_spec)]
         if name in graph_outputs:
             write_tensor(target / dataset.name / f"output_{graph_outputs.index(name)}.pb", value, name)
 
@@ -312,7 +315,8 @@ def cases_backend_runs(backend_name: str, cases, threads: int = 1, timeout: floa
     try:
         if reason := backend.availability():
             raise RunError(f"backend '{backend_name}' is unavailable here: {reason}")
-        kept, left_out = [], {}
+        kept = []
+        left_out: dict[tuple[str, str], list] = {}  # (op, dtype) -> [the probe's answer, cases left out]
         for case in cases:
             support = capability(backend, case.spec, case.dtype)
             if support.gates:

@@ -56,10 +56,10 @@ def probe_request(spec: Spec, dtype: str) -> Request:
     wanted = set(case.requested_outputs)
     forward = None
     if spec.forward is not None:
-        values, attributes, missing = forward_call_parts(case, inputs, forward_args)
-        values = {k: v if v is None or dtypes.name_of(v.dtype) != case.dtype else v.astype(dtypes.NUMPY[dtype])
-                  for k, v in values.items()}
-        forward = ForwardCall(values, attributes, missing)
+        drawn, attributes, missing = forward_call_parts(case, inputs, forward_args)
+        forward_values = {k: v if v is None or dtypes.name_of(v.dtype) != case.dtype else v.astype(dtypes.NUMPY[dtype])
+                          for k, v in drawn.items()}
+        forward = ForwardCall(forward_values, attributes, missing)
     return Request(spec, dtype, cast, case.attributes, tuple(o.name in wanted for o in spec.outputs), forward=forward)
 
 

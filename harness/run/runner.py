@@ -12,6 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -126,7 +127,7 @@ def _run(catalog: RunCatalog, options: RunOptions, cases: list[Case], run_dir: P
     started = time.time()
     backend_info = {b.name: {**availability[b.name], **b.environment()} for b in backends} \
         | {n: a for n, a in availability.items() if not a["available"]}
-    summary = {
+    summary: dict[str, Any] = {  # summary.json: JSON values
         "run_id": run_dir.name, "tier": options.tier, "seed": options.seed, "threads": options.threads,
         "ops": sorted({c.spec.op for c in cases}), "case_filter": options.cases,
         "backends": backend_info,
@@ -137,7 +138,7 @@ def _run(catalog: RunCatalog, options: RunOptions, cases: list[Case], run_dir: P
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), "complete": False,
         # what a report needs to document the ops and to write commands that rerun one case
         "specs": str(Path(catalog.root).resolve()), "timeout": options.timeout,
-        "spec_sources": catalog.sources.describe() if getattr(catalog, "sources", None) else None,
+        "spec_sources": catalog.sources.describe() if catalog.sources is not None else None,
         "waiver_files": [str(Path(f).resolve()) for f in options.waiver_files],
         "command_backends": {b.name: registry.commands()[b.name] for b in backends if b.name in registry.commands()},
         "env_vars": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},

@@ -75,13 +75,14 @@ def _same_bits(prepared: Prepared, backend: Backend, check: str, requests, label
     result = new_result(prepared, backend.name)
     result.check = check
     outcomes = [_run(backend, r) for r in requests]
+    runs: list[Outputs] = []
     for label, outcome in zip(labels, outcomes):
         if not isinstance(outcome, Outputs):
             _not_run(result, f"{check}: the {label} run ", outcome)
             return result
+        runs.append(outcome)
     problems, same = [], []
-    for out, wanted, a, b in zip(prepared.case.spec.outputs, requests[0].outputs, outcomes[0].values,
-                                 outcomes[1].values):
+    for out, wanted, a, b in zip(prepared.case.spec.outputs, requests[0].outputs, runs[0].values, runs[1].values):
         if not wanted:
             continue
         difference = _bitwise_difference(a, b, *labels)
@@ -99,6 +100,8 @@ def own_saved_state(prepared: Prepared, backend: Backend, tolerance: Tolerance, 
     forward reference computes (a mismatched layout fails here), and the op fed with that state must
     match the reference applied to the same state (its tiny rounding differences are not charged)."""
     case, own = prepared.case, prepared.case.spec.own_saved_state
+    if own is None:
+        raise ValueError(f"{case.spec.op} has no own_saved_state section to check")
     where = f"own_saved_state ({own.op} on {backend.name}): "
     result = new_result(prepared, backend.name)
     result.check = OWN_SAVED_STATE
@@ -129,7 +132,10 @@ def own_saved_state(prepared: Prepared, backend: Backend, tolerance: Tolerance, 
                              forward_tolerance)
         if not comparison.passed:
             problems.append(f"{source}: " + "; ".join(comparison.problems))
-        fed[name] = value.astype(prepared.inputs[name].dtype, copy=False)
+        given = prepared.inputs.get(name)
+        if given is None:
+            raise ValueError(f"own_saved_state feeds {name}, which the case leaves out")
+        fed[name] = value.astype(given.dtype, copy=False)
     if problems:
         result.status, result.failure = "fail", "wrong_values"
         result.detail = (where + f"the saved state differs from {own.op}'s reference (layout or values), so "
