@@ -8,6 +8,7 @@ array or a tuple in the spec's output order. Nothing is rounded here; the harnes
 
 An op's Python lives in its module pair, reference/ops/<op>.py and reference/forward/<forward op>.py: the
 references, and every other hook its spec names (valid_if, shape rules, accuracy hooks, alternative
-semantics, bench hooks), in the ops module unless the forward module needs it too (conv_check). Helpers
-shared by several ops go to _math.py (tests/test_op_modules.py holds specs to this).
+semantics, bench hooks), in the ops module; in the forward module when the forward reference needs it too
+(conv_check) or the op is a forward op itself (GRUTraining's gru_case_shapes). Helpers shared by several
+ops go to _math.py (tests/test_op_modules.py holds specs to this).
 """
