@@ -102,22 +102,6 @@ def test_an_op_without_thread_split_groups_is_named(lib):
     assert missing_thread_split([], ["ReluGrad"]) == ["ReluGrad: the C library has it but no spec does"]
 
 
-def test_validate_names_an_op_without_thread_split_groups():
-    """validate's C op table checks (harness.run.op_table) include it: one problem naming the op."""
-    from harness.run import op_table
-
-    catalog = _catalog()
-    spec = _spec("ReluGrad")
-    untagged = spec.model_copy(update={"cases": spec.cases.model_copy(update={
-        "groups": [g.model_copy(update={"tags": []}) for g in spec.cases.groups]})})
-    specs = [untagged if s.op == "ReluGrad" else s for s in catalog.specs]
-
-    def no_library():
-        raise OSError("not loaded in this test")
-    problems, _ = op_table.check(catalog.root, specs, load_library=no_library)
-    assert [(p.field, "thread_split" in p.message) for p in problems] == [("ReluGrad", True)]
-    assert op_table.check(catalog.root, catalog.specs, load_library=no_library)[0] == []
-
 
 @pytest.mark.parametrize("op", list(_op_files()))
 def test_bitwise_across_thread_counts(lib, op):
