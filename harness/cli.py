@@ -32,7 +32,13 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from harness import backends as registry  # noqa: E402 - light: backend classes load when used
+from harness.backends import UnknownBackend  # noqa: E402
 from harness.backends.limits import DEFAULT_TIMEOUT  # noqa: E402
+from harness.core.spec_loader import SpecSources, UnknownOp, shown  # noqa: E402 - --help shows the spec directory
+from harness.run import rundir  # noqa: E402
+from harness.run.rundir import RunDirError, check_outside_package, default_reports, read_results, results_path, write_json  # noqa: E402
+from harness.spec.errors import Problem, SpecError  # noqa: E402
+from harness.spec.sources import SpecIndex, builtin_root  # noqa: E402
 from harness.spec.vocabulary import FLOAT_DTYPES, TIERS  # noqa: E402 - standard library only
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -48,8 +54,6 @@ def _comma_list(text: str) -> list[str]:
 
 
 def _builtin_specs() -> str:
-    from harness.core.spec_loader import builtin_root, shown
-
     return shown(builtin_root())
 
 
@@ -81,7 +85,7 @@ def _add_command_backend_option(p: argparse.ArgumentParser) -> None:
 
 
 def _size(text: str) -> int:
-    from harness.core.spec_checks import parse_size
+    from harness.core.spec_checks import parse_size  # lazy: numpy loads only for a command that checks specs
 
     try:
         return parse_size(text)
@@ -269,15 +273,13 @@ def _date(text: str):
 def spec_sources(args):
     """The spec directories of a command: the built-in specs (unless --no-builtin-specs), then
     $OPCONFORM_SPECS, then each --specs DIR."""
-    from harness.core.spec_loader import SpecSources
-
     return SpecSources.resolve(getattr(args, "specs", None) or (), getattr(args, "no_builtin_specs", False))
 
 
 def load(args, ops=None, log=None, index=None):
     """The catalog of the command's spec directories with their waivers: every spec, or with `ops`
     (names or globs) only those ops' specs (unknown names fail before any spec is read)."""
-    from harness.run.catalog import load as load_catalog
+    from harness.run.catalog import load as load_catalog  # lazy: pydantic and the waivers load only for a command that reads specs
 
     return load_catalog(sources=index.sources if index else spec_sources(args), index=index, ops=ops, log=log,
                         waiver_files=getattr(args, "waivers", None) or (),
@@ -289,8 +291,6 @@ def _log(line: str) -> None:
 
 
 def cmd_validate(args) -> int:
-    from harness.spec.errors import SpecError
-
     try:
         catalog = load(args)
     except SpecError as e:
@@ -299,7 +299,7 @@ def cmd_validate(args) -> int:
         print(f"{len(e.problems)} problem(s) found", file=sys.stderr)
         return EXIT_FAILED
     # the C op table (csrc/ops.def) against the specs and the built library: harness.run.op_table
-    from harness.run import op_table
+    from harness.run import op_table  # lazy: only validate checks the C op table
 
     problems, notes = op_table.check(catalog.root, catalog.specs, complete=catalog.complete)
     for note in notes:
@@ -316,7 +316,7 @@ def cmd_validate(args) -> int:
 def _warn_waiver_reviews(catalog) -> int:
     """Waivers past review_by: the gate warns during the grace period, then fails, and so does
     `validate` (it returns how many are expired)."""
-    from harness.run import waivers
+    from harness.run import waivers  # lazy: pydantic; --help never reads waivers
 
     today, expired = waivers.today(), 0
     for w in catalog.waivers:
@@ -337,10 +337,6 @@ def check_run_options(args):
     directory is claimed or touched: an old run's directory given as --out stays as it was. Start-up grows
     with the selection, not with the spec set: the ops are found from file names, before anything heavy is
     imported. Returns the spec index, which cmd_run loads the selected specs through."""
-    from harness.core.spec_loader import shown
-    from harness.spec.errors import Problem, SpecError
-    from harness.spec.sources import SpecIndex
-
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
     if not args.timeout > 0:
@@ -367,11 +363,11 @@ def cmd_run(args) -> int:
     if names and log:
         log(f"loading {len(names)} spec{'' if len(names) == 1 else 's'}"
             + (f" ({', '.join(names)})" if len(names) <= 3 else "") + "...")
-    from harness.backends.worker import prestart
+    from harness.backends.worker import prestart  # lazy: the worker machinery loads only for run
 
     prestart(registry.worker_classes(args.backends or registry.DEFAULT))  # imports overlap the loading
     catalog = load(args, ops=args.ops or None, log=log, index=index)
-    from harness.run.runner import RunOptions, print_summary, run
+    from harness.run.runner import RunOptions, print_summary, run  # lazy: numpy and the engine load only for the commands that run cases
 
     options = RunOptions(ops=args.ops, backends=args.backends, tier=args.tier, cases=args.cases, seed=args.seed,
                          threads=args.threads, timeout=args.timeout, out=args.out, progress=args.progress,
@@ -385,7 +381,7 @@ def cmd_run(args) -> int:
 
 def _publish(run_dir: Path, catalog) -> None:
     """index.html and junit.xml beside the results; a report bug must not change the run's verdict."""
-    from harness.report import publish
+    from harness.report import publish  # lazy: jinja2 and the report load only when a report is written
 
     try:
         html, junit = publish(run_dir, catalog)
@@ -397,8 +393,7 @@ def _publish(run_dir: Path, catalog) -> None:
 
 
 def cmd_report(args) -> int:
-    from harness.report import ReportError, write_report
-    from harness.run.rundir import results_path
+    from harness.report import ReportError, write_report  # lazy: jinja2 and the report load only when a report is written
 
     if args.baseline and results_path(args.baseline) is None:
         raise UsageError(f"--baseline {args.baseline}: no results.jsonl.gz there (nor an older run's results.jsonl); pass a "
@@ -422,10 +417,10 @@ def cmd_bench(args) -> int:
     import datetime
 
     if args.startup:
-        from harness.bench import startup
+        from harness.bench import startup  # lazy: only bench --startup uses it
 
         return startup.run(repeats=1 if args.quick else 3, out=args.out)
-    from harness.bench.runner import BACKENDS, BenchError, BenchOptions, header, main_log, run_bench, table
+    from harness.bench.runner import BACKENDS, BenchError, BenchOptions, header, main_log, run_bench, table  # lazy: bench only
 
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
@@ -448,8 +443,8 @@ def cmd_bench(args) -> int:
 def cmd_probe(args) -> int:
     import json
 
-    from harness.core import dtypes
-    from harness.run import probe
+    from harness.core import dtypes  # lazy: numpy and onnx load only for the commands that run cases
+    from harness.run import probe  # lazy: numpy and the engine load only for the commands that run cases
 
     names = args.backends or registry.known()
     for name in names:
@@ -472,7 +467,7 @@ def cmd_probe(args) -> int:
 
 
 def cmd_inventory(args) -> int:
-    from harness.run import inventory
+    from harness.run import inventory  # lazy: only inventory uses it
 
     catalog = load(args)
     backend = None if args.no_ort else registry.create("ort", timeout=args.timeout)
@@ -491,7 +486,7 @@ def cmd_inventory(args) -> int:
 
 
 def cmd_run_onnx(args) -> int:
-    from harness.run.onnx_data import run_dirs
+    from harness.run.onnx_data import run_dirs  # lazy: onnx loads only for the ONNX data commands
 
     registry.check(args.backend)
     catalog = load(args)
@@ -500,8 +495,8 @@ def cmd_run_onnx(args) -> int:
 
 
 def cmd_export_onnx(args) -> int:
-    from harness.run.onnx_data import export_cases
-    from harness.run.runner import RunOptions, select_cases
+    from harness.run.onnx_data import export_cases  # lazy: onnx loads only for the ONNX data commands
+    from harness.run.runner import RunOptions, select_cases  # lazy: numpy and the engine load only for the commands that run cases
 
     if args.backend:
         registry.check(args.backend)
@@ -509,7 +504,7 @@ def cmd_export_onnx(args) -> int:
     cases = [c for c in select_cases(catalog, RunOptions(ops=args.ops, tier=args.tier, cases=args.cases)) if c.valid]
     left_out: list = []
     if args.backend:
-        from harness.run.onnx_data import cases_backend_runs
+        from harness.run.onnx_data import cases_backend_runs  # lazy: onnx loads only for the ONNX data commands
 
         cases, left_out = cases_backend_runs(args.backend, cases)
         for line in left_out:
@@ -521,7 +516,7 @@ def cmd_export_onnx(args) -> int:
 
 
 def cmd_gen_tests(args) -> int:
-    from harness.codegen import gen_tests
+    from harness.codegen import gen_tests  # lazy: jinja2 and the generator load only for gen-tests
 
     catalog = load(args)
     out = args.out or gen_tests.default_out(catalog)
@@ -547,7 +542,7 @@ def cmd_gen_tests(args) -> int:
 
 
 def cmd_gen_docs(args) -> int:
-    from harness.codegen import gen_docs
+    from harness.codegen import gen_docs  # lazy: pydantic and the docs generator load only for gen-docs
 
     out = args.out or gen_docs.DEFAULT_PATH
     if args.check:
@@ -561,7 +556,7 @@ def cmd_gen_docs(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    from harness.run import gate, rundir
+    from harness.run import gate, rundir  # lazy: numpy and the gate load only for merge
 
     catalog = load(args)
     rundir.claim(args.out)  # one writer per directory, as for a run (RunDirBusy: exit 2)
@@ -581,8 +576,7 @@ def cmd_merge(args) -> int:
 def cmd_mutate(args) -> int:
     import datetime
 
-    from harness.run import mutate
-    from harness.run.rundir import write_json
+    from harness.run import mutate  # lazy: numpy and the engine load only for mutate
 
     out = args.out or _default_output(f"mutate-{datetime.datetime.now():%Y%m%d-%H%M%S}", "mutate.json")
     catalog = load(args, ops=args.ops)
@@ -602,15 +596,12 @@ def cmd_mutate(args) -> int:
 def _default_output(folder: str, name: str) -> Path:
     """reports/<folder>/<name> under the current directory, by `run`'s rule: never inside the installed package
     (RunDirError before any work is done)."""
-    from harness.run.rundir import check_outside_package, default_reports
-
     check_outside_package(default_reports(), "--out FILE")
     return default_reports() / folder / name
 
 
 def cmd_waivers(args) -> int:
-    from harness.run import waivers
-    from harness.run.rundir import default_reports, read_results, results_path
+    from harness.run import waivers  # lazy: pydantic; only waivers propose reads waivers
 
     catalog = load(args)
     run_dir = args.run_dir or _newest_run(default_reports())
@@ -630,9 +621,7 @@ def _newest_run(reports: Path) -> Path:
 
 
 def cmd_new_op(args) -> int:
-    from harness.codegen import scaffold
-    from harness.core.spec_loader import shown
-    from harness.spec.sources import SpecIndex, builtin_root
+    from harness.codegen import scaffold  # lazy: only new-op scaffolds
 
     sources = spec_sources(args)
     root = sources.dirs[-1] if sources.dirs else builtin_root()  # the top directory: the last --specs DIR
@@ -651,7 +640,7 @@ def cmd_new_op(args) -> int:
     try:
         signature, domain = None, args.domain
         if args.from_schema:
-            from harness.data import ort_op
+            from harness.data import ort_op  # lazy: the ORT schema table loads only for new-op --from-schema
 
             try:
                 entry = ort_op(args.name)
@@ -685,7 +674,6 @@ def _start_run(args) -> tuple[Path | None, bool]:
     run's directory given as --out is not cleared for a run that never starts."""
     if args.command != "run":
         return None, False
-    from harness.run import rundir
 
     args.spec_index = check_run_options(args)  # usage errors first: nothing on disk is touched before they are
     created = args.out is None or not Path(args.out).exists()
@@ -700,11 +688,6 @@ def main(argv: list[str] | None = None) -> int:
     held = signals.hold()  # first (the console script held them on import already): see harness.run.signals
     run_dir, created = None, False
     try:
-        from harness.backends import UnknownBackend
-        from harness.core.spec_loader import UnknownOp
-        from harness.run.rundir import RunDirError
-        from harness.spec.errors import SpecError
-
         args = build_parser().parse_args(argv)
         try:
             for definition in getattr(args, "command_backend", []):  # a bad one is a usage error, before any write
@@ -724,8 +707,6 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt as e:
             name = signals.fired() or ("SIGTERM" if isinstance(e, signals.Terminated) else "SIGINT")
             if run_dir is not None:
-                from harness.run import rundir
-
                 with signals.critical():
                     rundir.interrupted(run_dir, name)  # when the run could not write its own final summary
             print(f"opconform: {'terminated (SIGTERM)' if name == 'SIGTERM' else 'interrupted'}; results written "
@@ -733,8 +714,6 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_TERMINATED if name == "SIGTERM" else EXIT_INTERRUPTED
     finally:
         if run_dir is not None:
-            from harness.run import rundir
-
             rundir.release(run_dir)
         if held:
             signals.release()
@@ -742,8 +721,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _abandon(run_dir: Path | None, created: bool, reason: str) -> None:
     if run_dir is not None:
-        from harness.run import rundir
-
         rundir.abandon(run_dir, created, reason)
 
 

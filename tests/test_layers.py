@@ -11,6 +11,9 @@ pytest_plugin and cli: the two front ends.
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -146,6 +149,47 @@ def test_a_planted_upward_import_fails(tmp_path, planted, expect):
     (root / "report" / "model.py").write_text("from harness.core import planted\n")
     problems = violations(root)
     assert len(problems) == 1 and expect in problems[0] and "harness/core/planted.py:" in problems[0], problems
+
+
+# An in-function import of a project module says why it is not at the top: `# lazy: <reason>` on its line, the
+# reason being start-up time (what --help, a warm run or a worker would load for nothing) or an import cycle.
+LAZY_REASON = re.compile(r"#\s*lazy:\s*\S.{4,}")
+
+
+def unexplained_lazy_imports(source: str, module: str) -> list[str]:
+    """'module:line import' for each import of harness or reference inside a function without a `# lazy:` reason."""
+    comments = {tok.start[0]: tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                if tok.type == tokenize.COMMENT}
+    found = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                names = [child.module or ""] if isinstance(child, ast.ImportFrom) else [a.name for a in child.names]
+                project = getattr(child, "level", 0) or any(n.split(".")[0] in ("harness", "reference") for n in names)
+                lines = range(child.lineno, (child.end_lineno or child.lineno) + 1)
+                if project and not any(LAZY_REASON.search(comments.get(n, "")) for n in lines):
+                    found.append(f"{module}:{child.lineno} {ast.unparse(child)}: hoist it to the top of the module, "
+                                 "or say why not (# lazy: <reason>)")
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(source), False)
+    return found
+
+
+def test_every_in_function_import_of_the_project_says_why_it_is_lazy():
+    found = []
+    for path in sorted(HARNESS.rglob("*.py")):
+        found += unexplained_lazy_imports(path.read_text(), str(path.relative_to(HARNESS.parent)))
+    assert not found, "\n".join(found)
+
+
+def test_a_planted_unexplained_lazy_import_fails():
+    planted = ("import json\nfrom harness.core import cases\n\n\ndef f():\n    from harness.run import gate\n"
+               "    from harness.run import rundir  # lazy: reading a run loads no specs\n    from . import sibling\n"
+               "    import numpy\n    from harness.core import dtypes  # see above\n")
+    found = unexplained_lazy_imports(planted, "harness/x.py")
+    assert [f.split(" ")[0] for f in found] == ["harness/x.py:6", "harness/x.py:8", "harness/x.py:10"], found
 
 
 def test_a_planted_cycle_is_found(tmp_path):

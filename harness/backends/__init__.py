@@ -16,6 +16,7 @@ import re
 from typing import TYPE_CHECKING
 
 from harness.backends.limits import DEFAULT_TIMEOUT
+from harness.spec.names import unknown_name
 
 if TYPE_CHECKING:
     from harness.backends.base import Backend
@@ -77,7 +78,7 @@ class UnknownBackend(ValueError):
 
 
 def plugins() -> list[str]:
-    from harness.backends.plugin import discover
+    from harness.backends.plugin import discover  # lazy: plugin entry points are scanned only when a plugin is named or listed
 
     return [name for name in discover() if name not in FACTORIES]
 
@@ -89,7 +90,7 @@ def commands() -> dict[str, str]:
 def define_command(definition: str) -> str:
     """Register NAME=TEMPLATE as a command backend for this process; returns NAME. A bad name or
     template raises UnknownBackend with the reason."""
-    from harness.backends.command import CommandBackend
+    from harness.backends.command import CommandBackend  # lazy: a backend's module loads when it is used
 
     name, sep, template = definition.partition("=")
     name = name.strip()
@@ -123,14 +124,13 @@ def check(name: str) -> None:
     if name in FACTORIES or name in _commands or name in plugins():
         return
     if name.startswith(ONNX_BACKEND):
-        from harness.backends.onnx_backend import parse
+        from harness.backends.onnx_backend import parse  # lazy: a backend's module loads when it is used
 
         try:
             parse(name)
         except ValueError as e:
             raise UnknownBackend(str(e)) from None
         return
-    from harness.core.spec_checks import unknown_name
 
     raise UnknownBackend(unknown_name("backend", name, known()) + f"; or {ONNX_BACKEND}MODULE for a module implementing "
                          "the ONNX backend API, or a command backend defined with --command-backend NAME=TEMPLATE")
@@ -141,15 +141,15 @@ def create(name: str, threads: int = 1, timeout: float = DEFAULT_TIMEOUT) -> Bac
     if name in FACTORIES:
         return FACTORIES[name](threads=threads, timeout=timeout)
     if name in _commands:
-        from harness.backends.command import CommandBackend
+        from harness.backends.command import CommandBackend  # lazy: a backend's module loads when it is used
 
         return CommandBackend(threads=threads, timeout=timeout, label=name, template=_commands[name])
     if name.startswith(ONNX_BACKEND):
-        from harness.backends.onnx_backend import OnnxBackendAdapter, parse
+        from harness.backends.onnx_backend import OnnxBackendAdapter, parse  # lazy: a backend's module loads when it is used
 
         module, device, kwargs = parse(name)
         return OnnxBackendAdapter(threads=threads, timeout=timeout, module=module, device=device, prepare_kwargs=kwargs)
-    from harness.backends.plugin import PluginBackend
+    from harness.backends.plugin import PluginBackend  # lazy: a backend's module loads when it is used
 
     return PluginBackend(threads=threads, timeout=timeout, entry=name)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.backends.limits import DEFAULT_TIMEOUT, TIMEOUT_OPTION
+from harness.core.timing import Budget, repeat
 from harness.spec.model import Spec
 
 
@@ -132,8 +133,6 @@ class Backend:
         """Seconds per call of the request, repeated as harness.core.timing.Budget(**budget) says
         (`opconform bench`), or the outcome that kept it from running. This default times run() in
         this process; worker-based backends time inside their worker, without the round trip."""
-        from harness.core.timing import Budget, repeat
-
         outcome = self.run(request)
         if not isinstance(outcome, Outputs):
             return outcome

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from harness.backends import onnx_model
 from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
+from harness.backends.ort import classify_error
 from harness.backends.worker import HandlerError, IsolatedWorker, WorkerBackend
 from harness.core import dtypes
 
@@ -75,8 +76,6 @@ class OnnxBackendAdapter(WorkerBackend):
 
     def _classify(self, phase: str, cls: str, message: str) -> Rejected | Unsupported:
         if self.module.split(".")[0] == "onnxruntime":
-            from harness.backends.ort import classify_error
-
             return classify_error(phase, cls, message)  # as `ort` classifies the same error
         return Rejected(f"{cls} at {phase}: {' '.join(message.split())}")
 

@@ -14,6 +14,8 @@ import os
 import unittest
 from typing import Any, Protocol
 
+from harness.backends.ort_session import _keep_torch_out
+
 
 class _Rep(Protocol):
     """What an ONNX backend module's prepare() returns (onnx.backend.base.BackendRep, duck-typed)."""
@@ -28,8 +30,6 @@ def _module(name: str):
     # onnxruntime.backend skips every model with a com.microsoft opset unless this is 0 at import time
     os.environ.setdefault("ALLOW_RELEASED_ONNX_OPSET_ONLY", "0")
     if name.startswith("onnxruntime"):
-        from harness.backends.ort_session import _keep_torch_out
-
         _keep_torch_out()
     return importlib.import_module(name)
 

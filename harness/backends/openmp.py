@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.backends import openmp_lib
 from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
 from harness.backends.limits import BENCH_LIMIT, BENCH_TIMEOUT
 from harness.backends.worker import HandlerError, WorkerBackend
+from harness.core.timing import Budget, repeat
 
 # A valid input the library does not handle is a capability gap, not a rejection of the input.
 UNSUPPORTED_STATUSES = ("OPC_ERR_UNKNOWN_OP", "OPC_ERR_UNSUPPORTED_DTYPE", "OPC_ERR_NOT_IMPLEMENTED")
@@ -103,8 +105,6 @@ class KernelError(Exception):
 
 
 def handle(request: dict):
-    from harness.backends import openmp_lib
-
     if request["call"] == "info":
         return {"build": openmp_lib.build_info(), "ops": {op: openmp_lib.op_info(op) for op in openmp_lib.ops()}}
     try:
@@ -113,7 +113,6 @@ def handle(request: dict):
         with openmp_lib.force_split(request.get("force_split", False)):
             call()
         if request["call"] == "bench":  # the C call alone, into the same outputs: no marshalling, no page faults
-            from harness.core.timing import Budget, repeat
 
             return repeat(call, Budget(**request["budget"]))
         return outputs

@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import sys
 
+from harness.core.timing import Budget, repeat
+
 _sessions: dict[tuple, object] = {}
 
 
@@ -69,8 +71,6 @@ def run(request: dict) -> list:
 
 def bench(request: dict) -> list[float]:
     """Seconds per session.run of the request (opconform bench), after one checked run."""
-    from harness.core.timing import Budget, repeat
-
     run(request)
     session = _cached_session(request)
     return repeat(lambda: session.run(request["fetches"], request["feeds"]), Budget(**request["budget"]))

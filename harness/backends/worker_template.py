@@ -35,6 +35,8 @@ import tempfile
 import threading
 import time
 
+from harness.spec.dotted import resolve
+
 PR_SET_PDEATHSIG = 1
 WATCHDOG_INTERVAL = 0.2  # seconds between a worker's checks that its parent is still there
 START_TIMEOUT = 180.0  # seconds for a template to import its libraries
@@ -80,7 +82,6 @@ def serve_template(handler: str, preload: str, fd: int) -> None:
     die_with_parent(watchdog=False)  # no thread may exist when it forks
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the harness's to handle
     control = socket.socket(fileno=fd)
-    from harness.spec.dotted import resolve
 
     resolve(handler)  # imports the handler's module
     for name in filter(None, preload.split(",")):
@@ -159,8 +160,6 @@ def serve(handler_path: str, fd: int, preload: str = "") -> None:
     The parent waits for ('ready',) under the library-load limit, so the imports never count against a
     call's timeout (harness.backends.worker)."""
     from multiprocessing.connection import Connection
-
-    from harness.spec.dotted import resolve
 
     die_with_parent()
     handler = resolve(handler_path)

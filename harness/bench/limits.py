@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from harness.backends import openmp_lib
 from harness.core.timing import Budget, median_and_spread, repeat
 
 TRIAD_ELEMENTS = 32 * 1024 * 1024  # 3 x 128 MB: far beyond any last-level cache
@@ -16,8 +17,6 @@ SGEMM_N = 2048
 
 def triad_call(threads: int, n: int):
     """A call of a = b + s * c over n float32 elements (arrays written once, so no page faults are timed)."""
-    from harness.backends import openmp_lib
-
     lib = openmp_lib.load()
     lib.opc_triad_f32.restype = None
     lib.opc_triad_f32.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_int64, ctypes.c_int32]
@@ -35,8 +34,6 @@ def triad_gbs(threads: int, budget: Budget, n: int = TRIAD_ELEMENTS) -> tuple[fl
 def sgemm_gflops(threads: int, budget: Budget, n: int = SGEMM_N) -> tuple[float, float, str]:
     """(GFLOP/s at the median, spread, OpenBLAS's core) of C = A B, n x n float32, on scipy-openblas32."""
     import scipy_openblas32
-
-    from harness.backends import openmp_lib
 
     openmp_lib.load()  # loads libscipy_openblas globally
     blas = ctypes.CDLL(scipy_openblas32.get_lib_dir() + "/lib" + scipy_openblas32.get_library() + ".so")

@@ -25,6 +25,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from harness.spec.sources import SpecIndex, SpecSources, builtin_root
+
 OP = "ReluGrad"
 GOAL_CPU = 1.5  # seconds of CPU, warm
 GOAL_RATIO = 1.2  # against the one-spec directory, warm
@@ -46,8 +48,6 @@ def make_spec_set(target: Path, count: int = SPEC_COUNT, source: Path | None = N
     """Write `count` specs into target: `keep`'s own, then renamed copies of the others (<Op>_c<N>.yaml,
     `op: <Op>_c<N>`), cycling through them; _defaults and _waivers are not copied (the built-in
     defaults apply). Returns how many were written."""
-    from harness.spec.sources import builtin_root
-
     source = Path(source or builtin_root())
     files = sorted(p for p in source.glob("*/*.yaml") if not p.parent.name.startswith("_"))
     own = next(p for p in files if p.stem == keep)
@@ -90,7 +90,6 @@ def measure(repeats: int = 3, log=print, count: int = SPEC_COUNT) -> list[Row]:
         one, many = tmp / "one-spec", tmp / f"{count}-specs"
         make_spec_set(one, 1)
         make_spec_set(many, count)
-        from harness.spec.sources import SpecIndex, SpecSources
 
         sets = [("built-in", [], len(SpecIndex.scan(SpecSources()).names)),
                 ("one spec", ["--specs", str(one), "--no-builtin-specs"], 1),

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from harness.core.spec_loader import load_spec, read_yaml
+from harness.spec.names import unknown_name
 from harness.spec.unfinished import missing_items
 from harness.spec.vocabulary import DTYPES, FLOAT_DTYPES
 
@@ -53,8 +55,6 @@ def new_op(root: Path, name: str, like: str | None = None, domain: str = "com.mi
     """Write specs/<domain>/<name>.yaml and reference/ops/<snake>.py beside root; never overwrite.
     signature: the inputs, outputs, attributes and types to scaffold (Signature.from_names /
     from_schema); default dY, X -> dX, like ReluGrad."""
-    from harness.core.spec_loader import load_spec, read_yaml
-
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ScaffoldError(f"'{name}' is not an op name: use letters, digits and _, e.g. SquareGrad")
     spec_path = root / domain / f"{name}.yaml"
@@ -72,7 +72,6 @@ def new_op(root: Path, name: str, like: str | None = None, domain: str = "com.mi
     if like:
         candidates = sorted(root.glob(f"*/{like}.yaml"))
         if not candidates:
-            from harness.core.spec_checks import unknown_name
             known = sorted(p.stem for p in root.glob("*/*.yaml") if not p.parent.name.startswith("_"))
             raise ScaffoldError(f"--like: {unknown_name('op', like, known)}")
         base, problems = load_spec(candidates[0])

@@ -11,11 +11,12 @@ import math
 import signal
 import threading
 
-from harness.core.bench_spec import bench_problems
+from harness.core import dtypes
 from harness.core.cases import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, expand, group_params
-from harness.core.contract import value_problem
+from harness.core.contract import value_problem, value_problems
 from harness.core.reference_check import reference_problems
-from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve_hook
+from harness.core.tensors import input_shapes, make_inputs, resolve_attributes
+from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve, resolve_hook
 from harness.spec.errors import exception_text
 from harness.spec.model import BUILTIN_TRANSFORMS, Forward, InvalidGroup, Spec
 from harness.spec.names import unknown_name
@@ -101,7 +102,6 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
 
     out += _check_hooks(spec, packages)
     out += _check_cases(spec, in_names, out_names, fwd_in)
-    out += bench_problems(spec, packages)  # the bench sizes: each a case of the spec (harness.core.bench_spec)
     out = list(dict.fromkeys(out))  # one mistake in a group is one line, not one per parameter combination
     if not out:
         out += _walk_cases(spec, max_case_bytes)
@@ -299,8 +299,6 @@ def _shape_problem(shape) -> str | None:
 
 def case_bytes(spec: Spec, dtype: str, shapes: dict) -> int:
     """The bytes of a case's tensors in their dtypes: its inputs, and the outputs that follow one."""
-    from harness.core import dtypes
-
     def size(name: str, tensor) -> int:
         shape = shapes.get(name)
         return 0 if shape is None else math.prod(shape) * dtypes.NUMPY[spec.dtype_of(tensor, dtype)].itemsize
@@ -369,10 +367,6 @@ def _running_hook(spec: Spec, error: BaseException) -> str:
 
 
 def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
-    from harness.core.contract import value_problems
-    from harness.core.tensors import input_shapes, make_inputs, resolve_attributes
-    from harness.spec.dotted import resolve
-
     where_of = {g.name: f"cases.groups[{i}]" for i, g in enumerate(spec.cases.groups)}
     where_of.update({g.name: f"cases.invalid[{i}]" for i, g in enumerate(spec.cases.invalid)})
     found: dict[str, list] = {}  # field -> [first message, how many cases]

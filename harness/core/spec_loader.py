@@ -21,7 +21,8 @@ import yaml
 
 from harness.spec import cache as spec_cache
 from harness.spec import sources as _sources
-from harness.spec.errors import Problem, SpecError
+from harness.spec.dotted import package_problem
+from harness.spec.errors import Problem, SpecError, from_validation_error
 from harness.spec.sources import OVERLAY_SUFFIX, SpecFile, SpecIndex, SpecSources, UnknownOp, shown, unknown_op_text
 from harness.spec.vocabulary import FLOAT_DTYPES
 
@@ -115,7 +116,7 @@ class Catalog:
 
     def tolerance(self, spec, dtype: str):
         """The spec's tolerance for the dtype, else its directory's default (harness.core.tolerance.tolerance_for)."""
-        from harness.core.tolerance import tolerance_for
+        from harness.core.tolerance import tolerance_for  # lazy: numpy; a tolerance is looked up only when cases are judged
 
         return tolerance_for(spec, dtype, self.layer_tolerances.get(spec.id, self.default_tolerances))
 
@@ -228,10 +229,9 @@ def load_spec(path: Path, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEF
     """(Spec or None, problems) for one spec file: parsed, validated, checked (harness.core.spec_checks)."""
     from pydantic import ValidationError
 
-    from harness.core import spec_checks as checks
-    from harness.spec import unfinished
-    from harness.spec.errors import from_validation_error
-    from harness.spec.model import Spec
+    from harness.core import spec_checks as checks  # lazy: numpy: only a parsed spec is checked (a warm cache skips it)
+    from harness.spec import unfinished  # lazy: only a parsed spec is checked for stubs (a warm cache skips it)
+    from harness.spec.model import Spec  # lazy: pydantic: only a parsed spec needs it (a warm cache skips it)
 
     where = shown(path)
     data, problems = read_yaml(path)
@@ -265,9 +265,8 @@ def apply_overlay(spec, path: Path, packages=(PROJECT_PACKAGE,), max_case_bytes:
     spec is checked as a whole; a problem in an added group names the overlay file and its group."""
     from pydantic import ValidationError
 
-    from harness.core import spec_checks as checks
-    from harness.spec.errors import from_validation_error
-    from harness.spec.model import Overlay
+    from harness.core import spec_checks as checks  # lazy: numpy: only a parsed spec is checked (a warm cache skips it)
+    from harness.spec.model import Overlay  # lazy: pydantic: only a parsed spec needs it (a warm cache skips it)
 
     where = shown(path)
     data, problems = read_yaml(path)
@@ -513,9 +512,6 @@ def _load_hook_packages(root: Path, problems: list[Problem]) -> tuple[str, ...]:
     """`reference`, plus the packages <root>/_defaults/hooks.yaml declares (optional file)."""
     from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-    from harness.spec.dotted import package_problem
-    from harness.spec.errors import from_validation_error
-
     class _Hooks(BaseModel):
         model_config = ConfigDict(extra="forbid")
         packages: list[str] = Field(description="top-level Python packages, besides reference, whose functions specs may name")
@@ -542,8 +538,7 @@ def _load_defaults(path: Path, problems: list[Problem], required: bool = False) 
     """dtype -> Tolerance from a _defaults/tolerances.yaml; {} with a problem when it does not load."""
     from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-    from harness.core import tolerance
-    from harness.spec.errors import from_validation_error
+    from harness.core import tolerance  # lazy: numpy and pydantic load only when specs load, not for --help
 
     class _DefaultTolerance(BaseModel):
         model_config = ConfigDict(extra="forbid", allow_inf_nan=False)

@@ -37,8 +37,13 @@ from pathlib import Path
 
 import pytest
 
+from harness import backends as registry
 from harness.backends.limits import DEFAULT_TIMEOUT
-from harness.pytest_plugin.suite import DTYPES, TIERS, SpecsInvalid, Suite, marker, specs_dir_from
+from harness.core.status import UNEXPECTED, Check, Status
+from harness.pytest_plugin.suite import DTYPES, TIERS, SpecsInvalid, Suite, backends, generated_sources, marker, specs_dir_from
+from harness.run import rundir
+from harness.run.rundir import RESULTS, SUMMARY
+from harness.spec.errors import exception_text
 
 _SUITE_DIR = pytest.StashKey[Path]()
 _SPECS_DIR = pytest.StashKey[object]()  # harness.core.spec_loader.SpecSources
@@ -51,8 +56,6 @@ _SUMMARY_EXIT_CODES = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.
 def use_generated_suite(config, suite_dir: Path, specs_dir: Path, dirs=(), builtin: bool | None = None) -> None:
     """Called by the generated conftest: where the suite and its specs are (suite.generated_sources);
     registers the op markers."""
-    from harness.pytest_plugin.suite import generated_sources
-
     config.stash[_SUITE_DIR] = Path(suite_dir).resolve()
     config.stash[_SPECS_DIR] = generated_sources(Path(specs_dir).resolve(), [Path(d).resolve() for d in dirs], builtin)
     manifest = Path(suite_dir) / "MANIFEST.json"
@@ -94,8 +97,6 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    from harness import backends as registry
-
     for tier in TIERS:
         config.addinivalue_line("markers", f"{tier}: cases of the {tier} tier (smoke within ci within nightly)")
     for dtype in DTYPES:
@@ -123,8 +124,6 @@ def _claim_results_dir(config) -> None:
     """Hold --opconform-results DIR for the session (the controller only: the workers' records reach it through
     the controller), so that a clash is a one-line usage error before any test runs, not a RunDirBusy when the
     results are written at the session's end."""
-    from harness.run import rundir
-
     out = config.getoption("opconform_results", None)
     if out is None or hasattr(config, "workerinput"):
         return
@@ -139,8 +138,6 @@ def _claim_results_dir(config) -> None:
 def pytest_unconfigure(config):
     """Release --opconform-results DIR; a directory this session created and left holding nothing but its lock
     file (no generated test ran) goes."""
-    from harness.run import rundir
-
     claimed = config.stash.get(_CLAIMED, None)
     if claimed is None:
         return
@@ -172,8 +169,6 @@ def _default_durations_path(config) -> None:
 def suite_backends(config) -> list[str]:
     """The backends each generated test runs on, decided at collection: the built-ins, installed
     plugins, defined command backends and those named with --opconform-backend."""
-    from harness import backends as registry
-
     named = [*(config.getoption("opconform_backend", None) or []), *registry.commands()]
     return list(dict.fromkeys([*registry.known(), *named]))
 
@@ -181,8 +176,6 @@ def suite_backends(config) -> list[str]:
 @pytest.hookimpl(trylast=True)  # after the case parametrization: ids read [dtype-case-backend]
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("opconform"):
-        from harness.pytest_plugin.suite import backends
-
         metafunc.parametrize("backend", backends(*suite_backends(metafunc.config)))
 
 
@@ -204,8 +197,6 @@ class Hooks:
     """The session's hooks around one harness.pytest_plugin.suite.Suite; the generated tests call check and gradient."""
 
     def __init__(self, config):
-        from harness import backends as registry
-
         self.config = config
         workerinput = getattr(config, "workerinput", {})
         self.controller = not hasattr(config, "workerinput")
@@ -231,8 +222,7 @@ class Hooks:
     # -- what the generated tests call
     def check(self, spec_id: str, dtype: str, case_id: str, backend_name: str) -> None:
         """One backend test: the case on the backend through the engine, then the pytest outcome."""
-        from harness.core.status import UNEXPECTED, Check, Status
-        from harness.run.engine import CaseNotFound
+        from harness.run.engine import CaseNotFound  # lazy: numpy and the engine load only in a process that runs cases
 
         try:
             results = self._suite().run(spec_id, dtype, case_id, backend_name)
@@ -258,8 +248,7 @@ class Hooks:
 
     def gradient(self, spec_id: str, dtype: str, case_id: str) -> None:
         """One gradient test: the reference against its forward op on this case."""
-        from harness.core.status import Status
-        from harness.run.engine import CaseNotFound
+        from harness.run.engine import CaseNotFound  # lazy: numpy and the engine load only in a process that runs cases
 
         try:
             result = self._suite().gradient(spec_id, dtype, case_id)
@@ -298,7 +287,6 @@ class Hooks:
         try:
             self._finish(session, exitstatus)
         except Exception as e:  # noqa: BLE001 - the gate itself failed: a FAIL verdict with the reason, never silence or PASS
-            from harness.spec.errors import exception_text
 
             self.summary = _summary_without_results([f"the gate could not judge the run: {exception_text(e)}"])
         finally:
@@ -311,8 +299,7 @@ class Hooks:
                 self.pytest_terminal_summary(reporter)
 
     def _finish(self, session, exitstatus) -> None:
-        from harness.codegen import gen_tests
-        from harness.run import rundir
+        from harness.codegen import gen_tests  # lazy: jinja2 and the generator load only when the session checks its generated tests
 
         splits, group = getattr(self.config.option, "splits", None), getattr(self.config.option, "group", None)
         suite_dir = self.config.stash.get(_SUITE_DIR, None)
@@ -348,7 +335,7 @@ class Hooks:
     def pytest_terminal_summary(self, terminalreporter):
         if not self.summary:
             return
-        from harness.run import gate
+        from harness.run import gate  # lazy: pydantic and the waivers load only for the gate's summary
 
         tr = terminalreporter
         tr.section("opconform gate")
@@ -363,8 +350,6 @@ class Hooks:
 
         gate.print_verdict(self.summary, _Writer())
         if self.written:
-            from harness.run.rundir import RESULTS, SUMMARY
-
             tr.write_line(f"results: {self.written}/{RESULTS}, {self.written}/{SUMMARY}")
 
 
@@ -394,8 +379,6 @@ class PytestOutcome:
             self._add(report.when if report.when in self.KINDS else "call", report.nodeid, _report_line(report))
 
     def internal_error(self, excinfo) -> None:
-        from harness.spec.errors import exception_text
-
         self._add("internal", "", exception_text(excinfo.value) if excinfo is not None else "see INTERNALERROR above")
 
     def reasons(self) -> list[str]:

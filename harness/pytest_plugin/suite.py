@@ -22,7 +22,13 @@ from typing import IO, TYPE_CHECKING
 
 import pytest
 
+from harness import backends as registry
+from harness.core.spec_loader import SpecSources
+from harness.run import rundir
+from harness.run.environment import describe
 from harness.spec import vocabulary
+from harness.spec.errors import SpecError
+from harness.spec.sources import builtin_root, same_dir
 from harness.spec.vocabulary import NUMERIC_DTYPES, tiers_running
 
 if TYPE_CHECKING:  # for the annotations only: the suite imports them where first used (pytest's start-up)
@@ -83,9 +89,7 @@ class Suite:
     @property
     def catalog(self):
         if self._catalog is None:
-            from harness.core.spec_loader import SpecSources
-            from harness.run.catalog import load as load_catalog
-            from harness.spec.errors import SpecError
+            from harness.run.catalog import load as load_catalog  # lazy: pydantic loads only in a process that reads the specs
 
             sources = self.specs_dir if isinstance(self.specs_dir, SpecSources) else None
             root = None if sources is not None else self.specs_dir
@@ -99,8 +103,6 @@ class Suite:
     def backend(self, name: str):
         """The backend, or the reason it is unavailable (a str)."""
         if name not in self._backends:
-            from harness import backends as registry
-
             try:
                 registry.check(name)
             except registry.UnknownBackend as e:
@@ -116,7 +118,7 @@ class Suite:
         return self._backends[name]
 
     def prepared(self, case):
-        from harness.run.engine import prepare
+        from harness.run.engine import prepare  # lazy: numpy and the engine load only in a process that runs cases
 
         key = (case.spec.id, case.full_id, self.options["seed"])
         if key not in self._prepared:
@@ -126,8 +128,8 @@ class Suite:
         return self._prepared[key]
 
     def find(self, spec_id: str, dtype: str, case_id: str):
-        from harness.core.cases import expand
-        from harness.run.engine import CaseNotFound, find_case
+        from harness.core.cases import expand  # lazy: the spec model (pydantic) loads only in a process that reads the specs
+        from harness.run.engine import CaseNotFound, find_case  # lazy: numpy and the engine load only in a process that runs cases
 
         catalog = self.catalog
         spec = self._specs.get(spec_id)
@@ -140,7 +142,7 @@ class Suite:
 
     def run(self, spec_id: str, dtype: str, case_id: str, backend_name: str):
         """The results of one generated test (list of Result), or the reason its backend is unavailable."""
-        from harness.run.case_checks import run_case
+        from harness.run.case_checks import run_case  # lazy: numpy and the engine load only in a process that runs cases
 
         backend = self.backend(backend_name)
         if isinstance(backend, str):
@@ -154,7 +156,7 @@ class Suite:
 
     def gradient(self, spec_id: str, dtype: str, case_id: str):
         """The gradient check's Result for one case (None where it does not apply)."""
-        from harness.run.case_checks import gradient_case as check
+        from harness.run.case_checks import gradient_case as check  # lazy: numpy and the engine load only in a process that runs cases
 
         result = check(self.prepared(self.find(spec_id, dtype, case_id)))
         if result is not None:
@@ -200,8 +202,6 @@ class Suite:
             skips.update(meta["unavailable_skips"])
         if not records and not skips:
             return None
-        from harness.run import rundir
-        from harness.run.environment import describe
 
         try:
             catalog = self.catalog
@@ -232,9 +232,6 @@ def generated_sources(specs_dir: Path, dirs=(), builtin: bool | None = None):
     harness.pytest_plugin.plugin.use_generated_suite): the built-in specs plus `dirs`, or, with
     builtin False, specs_dir then `dirs` alone. builtin None (a conftest written before team
     directories): specs_dir is the built-in specs, or a complete spec tree used alone."""
-    from harness.core.spec_loader import SpecSources
-    from harness.spec.sources import builtin_root, same_dir
-
     if builtin is None:
         return SpecSources() if same_dir(specs_dir, builtin_root()) else SpecSources((Path(specs_dir),), builtin=False)
     if builtin:
@@ -247,8 +244,6 @@ def specs_dir_from(option, stashed, no_builtin: bool = False):
     own directories (stashed; None: the built-in specs), then --opconform-specs DIR (repeatable);
     --opconform-no-builtin-specs leaves the built-in specs out. None while nothing says where (the
     generated conftest has not run yet)."""
-    from harness.core.spec_loader import SpecSources
-
     options = [option] if isinstance(option, (str, Path)) else list(option or [])
     if stashed is None and not options and not os.environ.get("OPCONFORM_SPECS") and not no_builtin:
         return None

@@ -10,19 +10,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.core.spec_loader import SpecSources, UnknownOp, default_root, load_catalog, shown
 from harness.report import bench as bench_mod
 from harness.report.data import ReportError, RunData, paused_gc, read_run
+from harness.report.junit import write_junit
 from harness.report.model import Report, build
 from harness.report.render import render
+from harness.spec.errors import SpecError
+from harness.spec.sources import builtin_root, same_dir
 
 __all__ = ["ReportError", "build_report", "publish", "write_report"]
 
 
 def _recorded_sources(summary: dict):
     """The spec directories a run recorded (spec_sources; before those, `specs`: one complete tree)."""
-    from harness.core.spec_loader import SpecSources
-    from harness.spec.sources import builtin_root, same_dir
-
     recorded = summary.get("spec_sources")
     if isinstance(recorded, dict) and isinstance(recorded.get("dirs"), list):
         dirs = tuple(Path(d) for d in recorded["dirs"] if isinstance(d, str) and Path(d).is_dir())
@@ -35,9 +36,6 @@ def _recorded_sources(summary: dict):
 
 def _load_run_specs(sources, ops):
     """The catalog of the run's ops (each spec that loads; None when none does) and the first problem."""
-    from harness.core.spec_loader import UnknownOp, load_catalog
-    from harness.spec.errors import SpecError
-
     try:
         return load_catalog(sources=sources, ops=ops or None), None
     except (SpecError, UnknownOp) as e:
@@ -59,8 +57,6 @@ def _load_run_specs(sources, ops):
 def _specs(run: RunData, specs_root, catalog=None) -> tuple[dict, dict, str, Path | None]:
     """(spec id -> Spec, spec id -> file shown, note, default spec root) for the op documentation.
     specs_root: the spec directories to read (SpecSources, or one complete tree); default: the run's."""
-    from harness.core.spec_loader import SpecSources, default_root, shown
-
     default = default_root()
     if catalog is not None and not run.summary.get("specs"):
         run.summary["specs"] = str(Path(catalog.root).resolve())  # merged shards: rerun commands need it
@@ -125,8 +121,6 @@ def write_report(run_dir: Path | RunData, out: Path | None = None, baseline: Pat
 
 def publish(run_dir: Path, catalog=None) -> tuple[Path, Path]:
     """junit.xml and index.html for a finished (or interrupted) run; returns both paths."""
-    from harness.report.junit import write_junit
-
     with paused_gc():
         run = read_run(Path(run_dir))
         if catalog is not None and not run.summary.get("specs"):

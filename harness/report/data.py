@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.run.rundir import read_lines, results_path
+
 
 @contextmanager
 def paused_gc():
@@ -161,8 +163,6 @@ class RunData:
 
 def read_run(run_dir: Path) -> RunData:
     """A run directory's results (results.jsonl.gz, or an older run's plain results.jsonl) and summary."""
-    from harness.run.rundir import read_lines, results_path
-
     run_dir = Path(run_dir)
     results = results_path(run_dir)
     if results is None:

@@ -32,6 +32,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.core.spec_loader import default_root
 from harness.core.status import Status
 from harness.report import repro
 from harness.report.data import Rec, to_rec
@@ -70,7 +71,6 @@ def outcome(status: str) -> tuple[str | None, str | None]:
 def write_junit(records: Sequence[dict | Rec], path: Path, summary: dict | None = None) -> Path:
     """records: results.jsonl.gz records (or the report's Rec of them)."""
     summary = summary or {}
-    from harness.core.spec_loader import default_root
 
     flags = repro.run_flags(summary, default_root())
     suites: dict[str, list] = defaultdict(list)

@@ -10,7 +10,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import backends as registry
 from harness.core.spec_loader import Catalog, load_catalog, shown
+from harness.run import waivers as waiver_rules
 from harness.run.waivers import Waiver
 from harness.spec.errors import Problem, SpecError
 from harness.spec.names import unknown_name
@@ -30,8 +32,6 @@ class RunCatalog(Catalog):
 
 def is_backend(name: str) -> bool:
     """A name a known divergence or a waiver may be written for: one the registry can create here."""
-    from harness import backends as registry
-
     try:
         registry.check(name)
         return True
@@ -44,9 +44,6 @@ def load(root: Path | None = None, waiver_files=(), **options) -> RunCatalog:
     spec directory (<dir>/_waivers/*.yaml) and `waiver_files` (a team's own, e.g. `--waivers FILE`)
     loaded; SpecError lists any problem. With ops selected, a waiver of an op that is not loaded is
     checked as far as the file names allow (its op exists) and covers nothing in the run."""
-    from harness import backends as registry
-    from harness.run import waivers as waiver_rules
-
     catalog = load_catalog(root, **options)
     problems: list = []
     known = registry.known()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.backends import openmp_lib
 from harness.spec.errors import Problem
 from harness.spec.model import Spec
 from harness.spec.sources import shown
@@ -163,7 +164,5 @@ def check(spec_root: Path | None, specs: list[Spec], complete: bool = True, load
 
 
 def _load_openmp():
-    from harness.backends import openmp_lib
-
     openmp_lib.load()
     return openmp_lib

@@ -33,8 +33,10 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness import backends as registry
 from harness.run import signals
 from harness.run.results import Tally
+from harness.spec.sources import checkout_root
 
 if TYPE_CHECKING:  # the annotation only: reading a run directory loads no specs
     from harness.run.catalog import RunCatalog
@@ -263,8 +265,6 @@ def package_dirs() -> list[Path]:
 def default_reports() -> Path:
     """Where runs, benches and mutation figures go unless told: ./reports under the current directory; from a
     subfolder of the source checkout the harness runs from, the checkout's own reports/, never the subfolder's."""
-    from harness.spec.sources import checkout_root
-
     root = checkout_root()
     if root is not None and root.resolve() in Path.cwd().resolve().parents:
         return root / "reports"
@@ -381,8 +381,6 @@ def missing_expected(backends: dict, left_out: set[str] | None = None, named: tu
     """The expected backends (harness.backends.EXPECTED, and those the user named) listed as
     unavailable in `backends` (name -> {"available", "reason"}) and not left out on purpose: each
     fails the verdict. An installed plugin nobody named is not expected."""
-    from harness import backends as registry
-
     left_out = left_out or set()
     return [{"name": name, "reason": backends[name].get("reason") or "unavailable"}
             for name in dict.fromkeys([*registry.EXPECTED, *named])
@@ -392,7 +390,7 @@ def missing_expected(backends: dict, left_out: set[str] | None = None, named: tu
 def build_summary(meta: dict, records: list[dict], catalog: RunCatalog, **verdict_options) -> dict:
     """summary.json: the metadata keys (METADATA, None where missing), then counts, divergences,
     waiver health and the gate's verdict over `records`."""
-    from harness.run import gate
+    from harness.run import gate  # lazy: the gate (pydantic, waivers) loads only when a summary is built, never to read a run
 
     today = verdict_options.get("today") or gate.waiver_rules.today()
     tally = Tally()
@@ -411,8 +409,7 @@ def build_summary(meta: dict, records: list[dict], catalog: RunCatalog, **verdic
 
 def order(records: list[dict], catalog) -> list[dict]:
     """`opconform run`'s order: op, then the case's place in its spec, then the backend and check."""
-    from harness import backends as registry
-    from harness.core.cases import expand
+    from harness.core.cases import expand  # lazy: the spec model (pydantic) loads only to order a run's records, never to read a run
 
     place = {}
     for spec in catalog.specs:

@@ -29,14 +29,19 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from harness.core.status import Failure, Problem, Status
+from harness.core.cases import expand
+from harness.core.spec_loader import read_yaml, shown
+from harness.core.status import Failure, Status
+from harness.core.status import Problem as Comparison  # what one output comparison found wrong
+from harness.spec.errors import Problem, from_validation_error
 from harness.spec.model import DType, Identifier
+from harness.spec.names import unknown_name
 
 GRACE_DAYS = 14  # after review_by: this many days of warnings, then the gate fails
 FailureKind = Literal["wrong_values", "wrong_shape", "rejects_valid", "accepts_invalid", "crash", "hang"]
 KINDS = ("xfail", "divergence", "tolerance", "skip")
 WAIVABLE = (Status.FAIL.value, Status.CRASHED.value)  # statuses a waiver may turn into `waived`; never `error`
-TOLERANCE_PROBLEM = Problem.OUT_OF_TOLERANCE.value  # the one comparison problem a tolerance waiver covers
+TOLERANCE_PROBLEM = Comparison.OUT_OF_TOLERANCE.value  # the one comparison problem a tolerance waiver covers
 
 
 def _iso_date(value):
@@ -124,9 +129,6 @@ def load(root, specs, backend_names, problems: list, extra_files=(), is_known=No
     fix). is_known(name) accepts a backend name beyond backend_names (the open-ended onnx-backend:MODULE).
     all_ops: every op of the spec set when `specs` holds only the loaded ones: a waiver of another
     known op is checked no further than its op's name."""
-    from harness.core.spec_loader import read_yaml, shown
-    from harness.spec.errors import Problem, from_validation_error
-
     out, seen = [], {}
     by_op = {s.op: s for s in specs}
     roots = [Path(r) for r in root] if isinstance(root, (list, tuple)) else [Path(root)]
@@ -151,7 +153,6 @@ def load(root, specs, backend_names, problems: list, extra_files=(), is_known=No
             problems += from_validation_error(where, WaiverFile, e)
             continue
         if parsed.backend not in backend_names and not (is_known and is_known(parsed.backend)):
-            from harness.core.spec_checks import unknown_name
             problems.append(Problem(where, "backend", unknown_name("backend", parsed.backend, backend_names)
                                     + " (a plugin's waivers validate where the plugin is installed)"))
         if path in own and path.name != file_name(parsed.backend):
@@ -169,9 +170,6 @@ def load(root, specs, backend_names, problems: list, extra_files=(), is_known=No
 
 
 def _problems(w: Waiver, backend: str, by_op: dict, all_ops=None) -> list[tuple[str, str]]:
-    from harness.core.cases import expand
-    from harness.core.spec_checks import unknown_name
-
     out = []
     if not w.reason.strip() or w.reason.strip().upper().startswith("TODO"):
         out.append(("reason", "empty: write why this deviation is accepted, for the person who reviews it"))

@@ -8,6 +8,8 @@ import ast
 import inspect
 import textwrap
 
+from harness.spec.dotted import DottedError, resolve
+
 TODO = "TODO"
 
 
@@ -46,8 +48,6 @@ def is_stub(fn) -> bool:
 
 def stub_problems(spec) -> list[tuple[str, str]]:
     """References that are still the scaffold's stub."""
-    from harness.spec.dotted import DottedError, resolve
-
     out = []
     hooks = {"reference": spec.reference, "forward.reference": spec.forward.reference if spec.forward else None}
     for where, path in hooks.items():
