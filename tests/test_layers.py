@@ -192,6 +192,61 @@ def test_a_planted_unexplained_lazy_import_fails():
     assert [f.split(" ")[0] for f in found] == ["harness/x.py:6", "harness/x.py:8", "harness/x.py:10"], found
 
 
+def module_cycles(root: Path = HARNESS) -> list[list[str]]:
+    """Cycles between harness modules through their module-level imports (those under `if TYPE_CHECKING:` left
+    out): a cycle there makes import order matter (cases and tensors once needed an in-function import for it)."""
+    modules = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in root.rglob("*.py") if "templates" not in p.parts}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        graph[name] = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            for child in ast.walk(node):
+                if isinstance(child, ast.Import):
+                    graph[name] |= {a.name for a in child.names if a.name in modules}
+                elif isinstance(child, ast.ImportFrom):
+                    base = child.module or ""
+                    if child.level:
+                        base = ".".join(package.split(".")[: len(package.split(".")) - child.level + 1]
+                                        + ([child.module] if child.module else []))
+                    for alias in child.names:  # `from pkg import sub` imports the submodule pkg.sub
+                        target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                        if target in modules and target != name:
+                            graph[name].add(target)
+    found, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                found.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    return found
+
+
+def test_no_import_cycle_between_modules():
+    assert not module_cycles(), module_cycles()
+
+
+def test_a_planted_module_cycle_is_found(tmp_path):
+    root = tmp_path / "harness"
+    (root / "core").mkdir(parents=True)
+    (root / "core" / "__init__.py").write_text("")
+    (root / "core" / "cases.py").write_text("from harness.core.tensors import make\n")
+    (root / "core" / "tensors.py").write_text("from harness.core import cases\n")
+    (root / "core" / "shapes.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness.core import cases\n")
+    assert module_cycles(root) == [["harness.core.cases", "harness.core.tensors", "harness.core.cases"]]
+
+
 def test_a_planted_cycle_is_found(tmp_path):
     root = tmp_path / "harness"
     for name, target in (("core", "backends"), ("backends", "core")):
