@@ -7,29 +7,91 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from harness.backends.base import Crashed
 from harness.bench import runner
 from harness.bench.runner import BenchError, BenchOptions, run_bench, select, table
-from harness.bench.workloads import WORKLOADS
+from harness.bench.workloads import WorkloadError, spec_workloads, workloads
 from harness.cli import main
 from harness.report import bench as report_bench
+from harness.spec.model import Generator
 
 
 def test_every_workload_has_a_spec_and_valid_inputs(catalog):
-    import numpy as np
-
     from harness.core.contract import input_problems
 
-    ops = {s.op for s in catalog.specs}
-    for w in (w for w in WORKLOADS if w.size == "small"):
-        assert w.op in ops
+    for w in workloads(catalog, sizes=["small"]):
         spec = catalog.by_op(w.op)
-        inputs = dict(zip([i.name for i in spec.inputs], w.make(np.random.default_rng(0))))
+        inputs = dict(zip([i.name for i in spec.inputs], w.inputs()))
         assert input_problems(spec, inputs, w.attributes) == [], (w.op, w.size)
         assert (w.bytes is None) != (w.flops is None)  # each row states exactly one throughput basis
-    assert {w.op for w in WORKLOADS} <= ops  # a new op may come without a benchmark
+    assert {w.op for w in workloads(catalog)} <= set(catalog.all_ops)  # a new op may come without a benchmark
+
+
+def test_a_workload_is_a_case_of_its_spec(catalog):
+    """Bench inputs are made by the case machinery a run uses: the same values as the case built from the
+    bench size, drawn from the spec's generators, the derived ones from the forward reference."""
+    from harness.core.tensors import make_inputs
+
+    (w,) = workloads(catalog, ops=["SigmoidGrad"], sizes=["small"])
+    spec = catalog.by_op("SigmoidGrad")
+    made = make_inputs(w.case)
+    assert [a.tobytes() for a in w.inputs()] == [made[i.name].tobytes() for i in spec.inputs]
+    dy, y = w.inputs()
+    assert y.dtype == np.float32 and 0 < y.min() and y.max() < 1  # Y is Sigmoid's output, not a second draw
+    (w,) = workloads(catalog, ops=["DropoutGrad"], sizes=["small"])
+    assert float(w.inputs()[2]) == np.float32(0.1) and abs(w.inputs()[1].mean() - 0.9) < 0.02  # bench.inputs
+
+
+def _with_bench_size(spec, **params):
+    size = spec.bench.sizes["small"].model_copy(update={"params": params})
+    return spec.model_copy(update={"bench": spec.bench.model_copy(update={"sizes": {"small": size}})})
+
+
+def test_a_bench_size_that_breaks_valid_if_is_a_spec_error(catalog):
+    """A size whose params the spec's valid_if rejects (SoftmaxGrad's axis past dY's rank) fails validate with
+    one line naming the field, and its workload refuses to make inputs."""
+    from harness.core.bench_spec import bench_problems
+
+    spec = catalog.by_op("SoftmaxGrad")
+    assert bench_problems(spec) == []
+    bad = _with_bench_size(spec, shape=[64, 128], axis=2)
+    problems = bench_problems(bad)
+    assert len(problems) == 1 and problems[0][0] == "bench.sizes.small" and "valid_if rejects it" in problems[0][1]
+    with pytest.raises(WorkloadError, match="SoftmaxGrad bench size small: valid_if rejects it"):
+        spec_workloads(bad)[0].inputs()
+
+
+def test_a_bench_size_whose_values_break_the_contract_is_refused(catalog):
+    """Values are checked as a run checks a valid case's: DropoutGrad with ratio 1 (outside [0, 1))."""
+    spec = catalog.by_op("DropoutGrad")
+    size = spec.bench.sizes["small"].model_copy(update={"inputs": {"ratio": Generator(values=[1.0])}})
+    bad = spec.model_copy(update={"bench": spec.bench.model_copy(update={"sizes": {"small": size}})})
+    with pytest.raises(WorkloadError, match="ratio holds 1"):
+        spec_workloads(bad)[0].inputs()
+
+
+@pytest.mark.parametrize("field, value, expect", [
+    ("bytes", "reference.ops.activations:no_such_hook", "bench.bytes"),
+    ("torch", "reference.ops.activations:gelu_derivative", "bench.torch"),  # takes X alone, not (inputs, attributes)
+    ("flops", "reference.ops.activations:bench_bytes", "bench"),  # bytes and flops both given
+])
+def test_bad_bench_hooks_are_spec_errors_naming_the_field(catalog, field, value, expect):
+    from harness.core.bench_spec import bench_problems
+
+    spec = catalog.by_op("ReluGrad")
+    bad = spec.model_copy(update={"bench": spec.bench.model_copy(update={field: value})})
+    assert [f for f, _ in bench_problems(bad)] == [expect]
+
+
+def test_an_unknown_bench_param_is_a_spec_error(catalog):
+    from harness.core.bench_spec import bench_problems
+
+    bad = _with_bench_size(catalog.by_op("ReluGrad"), shape=[4096], alhpa=0.1)
+    ((field, message),) = bench_problems(bad)
+    assert field == "bench.sizes.small" and "alhpa" in message
 
 
 def test_cli_writes_the_report_schema(tmp_path, capsys):
@@ -43,8 +105,8 @@ def test_cli_writes_the_report_schema(tmp_path, capsys):
     assert doc["schema"] == "opconform-bench/1" and doc["threads"] == 1  # one thread unless asked: a shared machine
     assert doc["quick"] is True and "rough figures" in printed  # --quick says its figures are rough
     assert set(doc["load_average"]) == {"start", "end"} and "1-minute load average" in printed
-    assert [(r["op"], r["size"]) for r in doc["results"]] == [
-        ("ReluGrad", "small"), ("SoftmaxGrad_13", "small"), ("ConvGrad", "small")]
+    assert [(r["op"], r["size"]) for r in doc["results"]] == [  # in catalog order
+        ("ConvGrad", "small"), ("ReluGrad", "small"), ("SoftmaxGrad_13", "small")]
     for row in doc["results"]:
         assert set(row["median_s"]) == {"openmp", "reference"} and all(t > 0 for t in row["median_s"].values())
         basis, per_s = ("bytes", "gbs") if row["bytes"] else ("flops", "gflops")
@@ -128,8 +190,8 @@ def test_a_dtype_casts_the_float_inputs_and_scales_their_bytes(catalog):
     doc = run_bench(catalog, BenchOptions(ops=["GatherGrad", "LayerNormalizationGrad", "GRUGrad"], sizes=["small"],
                                           backends=["openmp"], quick=True, dtypes=["float32", "float16"]), log=logs.append)
     rows = {(r["op"], r["dtype"]): r for r in doc["results"]}
-    assert list(rows) == [("GRUGrad", "float32"), ("LayerNormalizationGrad", "float32"), ("LayerNormalizationGrad", "float16"),
-                          ("GatherGrad", "float32"), ("GatherGrad", "float16")]
+    assert list(rows) == [("GRUGrad", "float32"), ("GatherGrad", "float32"), ("GatherGrad", "float16"),
+                          ("LayerNormalizationGrad", "float32"), ("LayerNormalizationGrad", "float16")]
     assert any("GRUGrad small: its spec has no float16, skipped" in m for m in logs)
     # openmp took every row's inputs: LayerNormalizationGrad's statistics stayed float32 (float16 ones are refused)
     assert doc["problems"] == [] and all("openmp" in r["median_s"] for r in rows.values())
@@ -141,25 +203,24 @@ def test_a_dtype_casts_the_float_inputs_and_scales_their_bytes(catalog):
 
 
 def test_inputs_take_the_dtype_the_spec_binds_them_to(catalog):
-    import numpy as np
 
     spec = catalog.by_op("LayerNormalizationGrad")
-    w = next(w for w in WORKLOADS if w.op == spec.op and w.size == "small")
-    cast = runner.cast_inputs(spec, w.make(np.random.default_rng(0)), "float16")
+    (w,) = workloads(catalog, ops=[spec.op], sizes=["small"])
+    cast = runner.cast_inputs(spec, w.inputs(), "float16")
     assert [a.dtype.name for a in cast] == ["float16", "float16", "float16", "float32", "float32"]
     spec = catalog.by_op("GatherGrad")
-    w = next(w for w in WORKLOADS if w.op == spec.op and w.size == "small")
-    assert [a.dtype.name for a in runner.cast_inputs(spec, w.make(np.random.default_rng(0)), "bfloat16")] == [
+    (w,) = workloads(catalog, ops=[spec.op], sizes=["small"])
+    assert [a.dtype.name for a in runner.cast_inputs(spec, w.inputs(), "bfloat16")] == [
         "int64", "int64", "bfloat16"]
 
 
-def test_a_peer_refusing_a_dtype_is_a_problem_of_its_row():
+def test_a_peer_refusing_a_dtype_is_a_problem_of_its_row(catalog):
     def refusing(inputs):
         def call():
             raise RuntimeError("expected scalar type Float but found Half")
         return call
 
-    w = next(w for w in WORKLOADS if w.op == "ReluGrad" and w.size == "small")
+    (w,) = workloads(catalog, ops=["ReluGrad"], sizes=["small"])
     problems = []
     peer = runner._torch_peer(dataclasses.replace(w, torch=refusing), [], "ReluGrad small float16", problems,
                               lambda message: None)
@@ -167,9 +228,9 @@ def test_a_peer_refusing_a_dtype_is_a_problem_of_its_row():
     assert problems == ["ReluGrad small float16 on torch: RuntimeError: expected scalar type Float but found Half"]
 
 
-def test_bad_selection_is_a_usage_error(capsys):
+def test_bad_selection_is_a_usage_error(catalog, capsys):
     with pytest.raises(BenchError, match="no benchmark matches"):
-        select(BenchOptions(ops=["NoSuchGrad"]))
+        select(BenchOptions(ops=["NoSuchGrad"]), catalog)
     assert main(["bench", "--ops", "NoSuchGrad", "--quick"]) == 2
     assert "no benchmark matches" in capsys.readouterr().err
     assert main(["bench", "--backends", "openmp,nope", "--quick", "--sizes", "small"]) == 2

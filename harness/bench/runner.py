@@ -15,8 +15,6 @@ it chose on this CPU.
 """
 from __future__ import annotations
 
-import fnmatch
-import hashlib
 import json
 import os
 import subprocess
@@ -31,7 +29,7 @@ from harness.backends import create, openmp_lib
 from harness.backends.base import Request
 from harness.bench.allocator import warm_allocator
 from harness.bench.limits import sgemm_gflops, triad_call, triad_gbs
-from harness.bench.workloads import ELEMENTWISE_SIZES, WORKLOADS, Workload
+from harness.bench.workloads import ELEMENTWISE_SIZES, Workload, WorkloadError, workloads
 from harness.core import dtypes
 from harness.core.timing import QUICK, Budget, median_and_spread, repeat
 from harness.run import environment
@@ -101,12 +99,11 @@ def check_dtypes(options: BenchOptions) -> None:
         raise BenchError(f"--dtype {','.join(unknown or options.dtypes) or '(none)'}: use {', '.join(dtypes.FLOATS)}")
 
 
-def select(options: BenchOptions) -> list[Workload]:
-    chosen = [w for w in WORKLOADS
-              if (not options.ops or any(fnmatch.fnmatchcase(w.op, p) for p in options.ops))
-              and (not options.sizes or any(fnmatch.fnmatchcase(w.size, p) for p in options.sizes))]
+def select(options: BenchOptions, catalog) -> list[Workload]:
+    """The workloads the options select, from the specs' bench sections (harness.bench.workloads)."""
+    chosen = workloads(catalog, options.ops, options.sizes)
     if not chosen:
-        known = sorted({w.op for w in WORKLOADS})
+        known = sorted({w.op for w in workloads(catalog)})
         raise BenchError(f"no benchmark matches --ops {options.ops} --sizes {options.sizes}; ops with "
                          f"benchmarks: {', '.join(known)}; sizes: small, medium, large, large-*")
     return chosen
@@ -209,7 +206,7 @@ def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
         log(f"torch was imported before the bench set {torch_isa_env_text(level)}: its level is "
             f"recorded as it is")
     os.environ.update(level_env(level))
-    workloads = select(options)
+    selected = select(options, catalog)
     budget = QUICK if options.quick else Budget()
     unknown = [b for b in options.backends if b not in BACKENDS]
     if unknown:
@@ -248,7 +245,7 @@ def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
             _save(doc, options.out)
         with warm_allocator() as allocator:  # the in-process peers' outputs, as openmp's and ort's
             doc["environment"]["peer_allocator"] = allocator
-            for w, dtype in ((w, d) for w in workloads for d in options.dtypes):
+            for w, dtype in ((w, d) for w in selected for d in options.dtypes):
                 spec = catalog.by_op(w.op)
                 if dtype not in spec.type_constraints[spec.main_type].types:
                     log(f"  {w.op} {w.size}: its spec has no {dtype}, skipped")
@@ -316,10 +313,6 @@ def _measure_limits(doc: dict, threads: int, budget: Budget, log) -> None:
     log(f"limit: sgemm {gflops:.1f} GFLOP/s (spread {spread:.0%}, OpenBLAS core {core})")
 
 
-def _seed(w: Workload) -> int:
-    return int.from_bytes(hashlib.sha256(f"{w.op}/{w.size}".encode()).digest()[:8], "little")
-
-
 def cast_inputs(spec, inputs: list, dtype: str) -> list:
     """The drawn float32 inputs in the case dtype `dtype`: each float input takes the dtype the spec binds it
     to (LayerNormalizationGrad's statistics stay float32 for float16 data); integer and bool inputs stay."""
@@ -333,7 +326,10 @@ def cast_inputs(spec, inputs: list, dtype: str) -> list:
 def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, problems: list, log,
                threads: int = 1, bandwidth: bool = False, dtype: str = "float32") -> dict:
     spec = catalog.by_op(w.op)
-    inputs = cast_inputs(spec, w.make(np.random.default_rng(_seed(w))), dtype)
+    try:
+        inputs = cast_inputs(spec, w.inputs(), dtype)
+    except WorkloadError as e:
+        raise BenchError(str(e)) from None
     request = Request(spec, dtype, inputs, dict(w.attributes), (True,) * len(spec.outputs))
     nbytes = w.bytes_at(np.dtype(dtypes.NUMPY[dtype]).itemsize)
     row = {"op": w.op, "size": w.size, "dtype": dtype, "shape": w.shape, "bytes": nbytes, "flops": w.flops,

@@ -12,6 +12,7 @@ import signal
 import threading
 
 from harness.core import dtypes
+from harness.core.bench_spec import bench_problems
 from harness.core.cases import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, expand, group_params
 from harness.core.contract import value_problem, value_problems
 from harness.core.reference_check import reference_problems
@@ -102,6 +103,7 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
 
     out += _check_hooks(spec, packages)
     out += _check_cases(spec, in_names, out_names, fwd_in)
+    out += bench_problems(spec, packages)  # the bench sizes: each a case of the spec (harness.core.bench_spec)
     out = list(dict.fromkeys(out))  # one mistake in a group is one line, not one per parameter combination
     if not out:
         out += _walk_cases(spec, max_case_bytes)

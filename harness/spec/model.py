@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from harness.spec.vocabulary import DType, FloatDType, Tier
+from harness.spec.vocabulary import DType, FloatDType, GroupTag, Tier
 
 Role = Literal["grad_output", "forward_input", "forward_output", "saved_activation"]
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
@@ -237,6 +237,9 @@ class Group(Section):
     vjp: bool | str = Field(True, description="false-like: write the reason the VJP identity does not apply")
     timeout: float | None = Field(None, gt=0, description="seconds a backend may take on one of these cases before "
                                   "it counts as a hang; shortens the run's --timeout (for inputs known to hang)")
+    tags: list[GroupTag] = Field([], description="what the group is for beyond its cases: thread_split marks shapes that "
+                                 "cross the C kernels' work splits (tests/openmp/test_omp_threads.py runs them at 1-4 "
+                                 "threads)", examples=[["thread_split"]])
 
 
 class InvalidGroup(Group):
@@ -246,6 +249,38 @@ class InvalidGroup(Group):
     attributes: dict[str, Any] = Field({}, description="attribute values written as-is, even out of range")
     vjp: bool | str = False
     """invalid cases have no gradient check: false"""
+
+
+BenchSizeName = Annotated[str, Field(pattern=r"^(small|medium|large)(-[a-z0-9]+)?$",
+                                     description="small, medium or large, a suffix naming a variant: large-3d")]
+
+
+class BenchSize(Section):
+    """One benchmark size: a case built from these params by the same machinery as a group's cases, so that
+    its inputs pass the same valid_if and value contracts."""
+    label: str = Field(min_length=1, description="the shape as the bench table shows it", examples=["64x128 axis -1"])
+    params: dict[str, Any] = Field(description="one value per case param (a group's params, each without its list)",
+                                   examples=[{"shape": [4096]}])
+    inputs: dict[str, AnyGenerator] = Field({}, description="generators by input name, over bench.inputs and "
+                                            "cases.inputs", examples=[{"ratio": {"values": [0.1]}}])
+
+
+class Bench(Section):
+    """What `opconform bench` times: named sizes, the bytes or floating-point operations of one call, and the
+    torch peer. The hooks live at the end of the op's reference module."""
+    sizes: dict[BenchSizeName, BenchSize] = Field(min_length=1, description="the sizes by name",
+                                                  examples=[{"small": {"label": "4096", "params": {"shape": [4096]}}}])
+    inputs: dict[str, AnyGenerator] = Field({}, description="generators by input name for every size, over "
+                                            "cases.inputs", examples=[{"mask": {"kind": "mask", "keep": 0.9}}])
+    bytes: Dotted | None = Field(None, description="module:function(shapes, attributes[, params]) -> the memory "
+                                 "traffic of one call with float32 data (memory-bound ops; give bytes or flops)",
+                                 examples=["reference.ops.activations:bench_bytes"])
+    fixed_bytes: Dotted | None = Field(None, description="module:function(shapes, attributes[, params]) -> the part "
+                                       "of bytes whatever the float type (indices, masks)")
+    flops: Dotted | None = Field(None, description="module:function(shapes, attributes[, params]) -> the "
+                                 "floating-point operations of one call (compute-bound ops; give bytes or flops)")
+    torch: Dotted | None = Field(None, description="module:function(inputs, attributes[, params]) -> a zero-argument call of "
+                                 "torch's kernel on the op's inputs (numpy, ONNX order); import torch inside it")
 
 
 class Cases(Section):
@@ -350,6 +385,8 @@ class Spec(Section):
                                                   "forward-with-state op as a second check")
     alternative_semantics: list[Alternative] = Field([], description="wrong semantics a failure is diagnosed "
                                                     "against (built-ins always tried: " + ", ".join(BUILTIN_TRANSFORMS) + ")")
+    bench: Bench | None = Field(None, description="the sizes, cost and torch peer `opconform bench` times this op "
+                                "with; leave it out for no benchmark")
 
     @property
     def id(self) -> str:

@@ -12,11 +12,16 @@ FloatDType = Literal["float32", "float64", "float16", "bfloat16"]
 IntDType = Literal["int32", "int64"]
 DType = Literal[FloatDType, IntDType, "bool"]
 Tier = Literal["smoke", "ci", "nightly"]  # each tier runs the ones before it: smoke < ci < nightly
+# A case group's tags: thread_split marks shapes chosen to cross the C kernels' work splits (block edges, the size
+# where a second thread starts), which tests/openmp/test_omp_threads.py runs at 1-4 threads and every ISA level.
+GroupTag = Literal["thread_split"]
 
 FLOAT_DTYPES: tuple[str, ...] = get_args(FloatDType)  # the order reports and probes list dtypes in
 NUMERIC_DTYPES: tuple[str, ...] = FLOAT_DTYPES + get_args(IntDType)
 DTYPES: tuple[str, ...] = get_args(DType)
 TIERS: tuple[str, ...] = get_args(Tier)
+GROUP_TAGS: tuple[str, ...] = get_args(GroupTag)
+THREAD_SPLIT = "thread_split"
 
 
 def tiers_running(tier: str) -> tuple[str, ...]:

@@ -150,3 +150,66 @@ def fast_gelu_grad_float32_coefficient(dY, X):
         t = np.tanh(a * (X + c * X**3))
         slope = np.where(np.abs(X) > 100.0, 0.0, 0.5 * (1.0 - t * t) * a * X * (1.0 + 3.0 * c * X * X))
     return dY * at_infinity(X, 0.5 * (1.0 + t) + slope, 1.0, 0.0)
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+
+def bench_bytes(shapes, attributes):
+    """dY and the second input read, dX written (a bias is small)."""
+    return 3 * int(np.prod(shapes["dY"])) * 4
+
+
+def _torch_call(kernel, inputs):
+    from reference._torch import tensors
+
+    args = tensors(*inputs)
+    return lambda: kernel(*args)
+
+
+def bench_torch_relu_grad(inputs, attributes):
+    import torch
+
+    return _torch_call(lambda dy, x: torch.ops.aten.threshold_backward(dy, x, 0.0), inputs)
+
+
+def bench_torch_sigmoid_grad(inputs, attributes):
+    import torch
+
+    return _torch_call(torch.ops.aten.sigmoid_backward, inputs)
+
+
+def bench_torch_tanh_grad(inputs, attributes):
+    import torch
+
+    return _torch_call(torch.ops.aten.tanh_backward, inputs)
+
+
+def bench_torch_leaky_relu_grad(inputs, attributes):
+    import torch
+
+    return _torch_call(lambda dy, y: torch.ops.aten.leaky_relu_backward(dy, y, attributes["alpha"], True), inputs)
+
+
+def bench_torch_gelu_grad(inputs, attributes):
+    import torch
+
+    return _torch_call(torch.ops.aten.gelu_backward, inputs)
+
+
+def bench_torch_fast_gelu_grad(inputs, attributes):
+    import torch
+
+    return _torch_call(lambda dy, x: torch.ops.aten.gelu_backward(dy, x, approximate="tanh"), inputs)
+
+
+# torch has no fused bias + GELU backward: its peer adds the bias, then runs gelu_backward
+def bench_torch_bias_gelu_grad_dx(inputs, attributes):
+    import torch
+
+    return _torch_call(lambda dy, x, b: torch.ops.aten.gelu_backward(dy, x + b), inputs)
+
+
+def bench_torch_bias_fast_gelu_grad_dx(inputs, attributes):
+    import torch
+
+    return _torch_call(lambda dy, x, b: torch.ops.aten.gelu_backward(dy, x + b, approximate="tanh"), inputs)

@@ -95,3 +95,21 @@ def batch_norm_grad_magnitude(dY, X, scale, mean, variance, *, epsilon=None):
     sc = np.sum(dY * xhat, axis=axes)
     X_grad = np.abs(scale * inv_std) * (dY + bias.reshape(view) / m + xhat * sc.reshape(view) / m)
     return X_grad, sc, bias
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+
+def bench_bytes(shapes, attributes):
+    """dY and X read, X_grad written (the per-channel vectors are small)."""
+    return 3 * math.prod(shapes["X"]) * 4
+
+
+def bench_torch(inputs, attributes):
+    """ATen's training-mode backward from the saved mean and inverse std, all three gradients."""
+    import torch
+
+    from reference._torch import tensors
+
+    dy, x, scale, mean, inv = tensors(*inputs)
+    return lambda: torch.ops.aten.native_batch_norm_backward(dy, x, scale, None, None, mean, inv, True,
+                                                              attributes["epsilon"], [True, True, True])

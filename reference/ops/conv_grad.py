@@ -100,3 +100,25 @@ def conv_case_shapes(params):
     else:
         dy = conv_output_shape(x, w, {k: params.get(k) for k in ATTRIBUTE_NAMES})
     return {"X": x, "W": w, "dY": dy, "B": (w[0],)}
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+
+def bench_flops(shapes, attributes):
+    """dX and dW are each one GEMM of 2 * N * M * (C / group) * prod(kernel) * prod(out) operations; dB is a sum."""
+    return 2 * 2 * int(np.prod(shapes["dY"])) * int(np.prod(shapes["W"][1:]))
+
+
+def bench_torch(inputs, attributes):
+    import torch
+
+    from reference._torch import tensors
+
+    dy, x, w = tensors(*inputs)
+    dims = x.dim() - 2
+    strides = attributes.get("strides") or [1] * dims
+    pads = (attributes.get("pads") or [0] * (2 * dims))[:dims]  # torch pads symmetrically: the begin pads
+    dilations = attributes.get("dilations") or [1] * dims
+    group = attributes.get("group") or 1
+    return lambda: torch.ops.aten.convolution_backward(dy, x, w, [w.shape[0]], strides, pads, dilations, False,
+                                                       [0] * dims, group, [True, True, True])

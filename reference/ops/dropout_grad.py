@@ -48,3 +48,25 @@ def dropout_grad_ignoring_training_mode(dy, mask, ratio=None, training_mode=None
     if r == 0.0:
         return dy.copy()
     return np.where(kept(mask, dy.shape), dy / (1.0 - r), 0.0)
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+
+def bench_bytes(shapes, attributes):
+    """dy read, the bool mask read (1 byte an element), dx written."""
+    return int(np.prod(shapes["dy"])) * (2 * 4 + 1)
+
+
+def bench_fixed_bytes(shapes, attributes):
+    """The mask's bytes, whatever the float type."""
+    return int(np.prod(shapes["mask"]))
+
+
+def bench_torch(inputs, attributes):
+    import torch
+
+    from reference._torch import tensors
+
+    dy, mask = tensors(*inputs[:2])
+    scale = 1.0 / (1.0 - float(inputs[2]))
+    return lambda: torch.ops.aten.native_dropout_backward(dy, mask, scale)

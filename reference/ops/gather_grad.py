@@ -127,3 +127,41 @@ def gather_elements_grad_reduction_length(dY, shape, indices, *, axis=0):
 
 def gather_elements_grad_magnitude(dY, shape, indices, *, axis=0):
     return gather_elements_grad(np.abs(dY), shape, indices, axis=axis)
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+
+def bench_gather_bytes(shapes, attributes, params):
+    """dX written, dY and the indices read."""
+    return (math.prod(params["data"]) + math.prod(shapes["dY"])) * 4 + math.prod(shapes["indices"]) * 8
+
+
+def bench_indices_bytes(shapes, attributes):
+    """The int64 indices' bytes, whatever the float type."""
+    return math.prod(shapes["indices"]) * 8
+
+
+def bench_gather_elements_bytes(shapes, attributes, params):
+    """dX written, dY and the indices read."""
+    return math.prod(params["data"]) * 4 + math.prod(shapes["indices"]) * (4 + 8)
+
+
+def bench_torch_gather(inputs, attributes):
+    """An embedding table's gradient (non-negative indices, as torch takes them)."""
+    import torch
+
+    from reference._torch import tensors
+
+    _, indices, dy = tensors(*inputs)
+    rows = int(inputs[0][0])
+    return lambda: torch.ops.aten.embedding_dense_backward(dy, indices, rows, -1, False)
+
+
+def bench_torch_gather_elements(inputs, attributes):
+    import torch
+
+    from reference._torch import tensors
+
+    dy, _, indices = tensors(*inputs)
+    x = torch.empty([int(d) for d in inputs[1]])
+    return lambda: torch.ops.aten.gather_backward(dy, x, attributes["axis"], indices, False)

@@ -103,3 +103,44 @@ def gru_grad(X, W, R, B, sequence_lens, initial_h, HAll, ZRH, grad_HAll, grad_Ht
             dR[d, 2 * H:] = np.einsum("tbg,tbh->gh", dA[:, :, 2 * H:], reset_prev)
             dB[d, 5 * H:] = dA[:, :, 2 * H:].sum(axis=(0, 1))
     return dX, dW, dR, dB, dH0
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+# GRUTraining's hooks are here too: it is the forward-with-state half of this op.
+
+def bench_training_flops(shapes, attributes):
+    """Per step X W^T and H R^T: 2 * batch * 3H * (I + H) for each of seq steps."""
+    seq, batch, size = shapes["X"]
+    hidden = attributes["hidden_size"]
+    return 2 * seq * batch * 3 * hidden * (size + hidden)
+
+
+def bench_flops(shapes, attributes):
+    """About twice the forward's: dX, dW, dR and dH each take a product of the forward's size."""
+    return 2 * bench_training_flops(shapes, attributes)
+
+
+def _torch_gru(inputs, attributes):
+    """torch.nn.GRU, ONNX's linear_before_reset = 1 form, weights drawn by torch; X and initial_h the op's own."""
+    import torch
+
+    torch.manual_seed(0)
+    gru = torch.nn.GRU(inputs[0].shape[2], attributes["hidden_size"])
+    x = torch.from_numpy(inputs[0]).requires_grad_(True)
+    h0 = torch.from_numpy(inputs[5]).requires_grad_(True)
+    return gru, x, h0
+
+
+def bench_torch_training(inputs, attributes):
+    gru, x, h0 = _torch_gru(inputs, attributes)
+    return lambda: gru(x, h0)
+
+
+def bench_torch(inputs, attributes):
+    import torch
+
+    gru, x, h0 = _torch_gru(inputs, attributes)
+    out, _ = gru(x, h0)  # the forward once, outside the timing
+    grad = torch.from_numpy(inputs[8].reshape(out.shape))
+    wrt = [x, h0, *gru.parameters()]
+    return lambda: torch.autograd.grad(out, wrt, grad, retain_graph=True)

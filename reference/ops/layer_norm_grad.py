@@ -119,3 +119,35 @@ def layer_norm_stats_check(shapes, attrs):
         if shapes.get(name) is not None and math.prod(shapes[name]) != rows:
             return f"{name} has {math.prod(shapes[name])} elements; one per row of X ({rows}) needed"
     return None
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+
+def bench_bytes(shapes, attributes):
+    """dY and X read, X_grad written (the row-sized scale and statistics are small)."""
+    return 3 * math.prod(shapes["X"]) * 4
+
+
+def bench_torch(inputs, attributes):
+    """ATen's own LayerNorm backward kernel, all three gradients."""
+    import torch
+
+    from reference._torch import tensors
+
+    dy, x, scale, mean, inv = tensors(*inputs)
+    mean, inv = mean.to(x.dtype), inv.to(x.dtype)  # ATen's CPU kernel keeps a float16 X's statistics in float16
+    bias = torch.zeros_like(scale)
+    normalized = list(x.shape[normalize_axis(attributes["axis"], x.dim()):])
+    return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, normalized, mean, inv, scale, bias, [True, True, True])
+
+
+def bench_torch_simplified(inputs, attributes):
+    """RMSNorm: torch.nn.functional.rms_norm's backward under autograd (forward built once, outside the timing)."""
+    import torch
+
+    from reference._torch import tensors
+
+    dy, x, scale, _ = tensors(*inputs)
+    x, scale = x.requires_grad_(True), scale.requires_grad_(True)
+    y = torch.nn.functional.rms_norm(x, list(scale.shape), scale, eps=1e-5)
+    return lambda: torch.autograd.grad(y, (x, scale), dy, retain_graph=True)

@@ -117,3 +117,45 @@ def lstm_grad_case_shapes(params):
     """LSTMGrad shapes: lstm_case_shapes, with the forward-only B and P always given (LSTMGrad takes neither;
     its spec draws P as zeros, the point its dP is the gradient at)."""
     return lstm_case_shapes({**params, "with_peepholes": True})
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+# LSTMTraining's hooks are here too: it is the forward-with-state half of this op.
+
+def bench_training_flops(shapes, attributes):
+    """Per step X W^T and H R^T: 2 * batch * 4H * (I + H) for each of seq steps."""
+    seq, batch, size = shapes["X"]
+    hidden = attributes["hidden_size"]
+    return 2 * seq * batch * 4 * hidden * (size + hidden)
+
+
+def bench_flops(shapes, attributes):
+    """About twice the forward's: dX, dW, dR and dH each take a product of the forward's size."""
+    return 2 * bench_training_flops(shapes, attributes)
+
+
+def _torch_lstm(inputs, attributes, h0_at: int):
+    """torch.nn.LSTM: the same computation (gate order i, f, g, o; weights drawn by torch)."""
+    import torch
+
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(inputs[0].shape[2], attributes["hidden_size"])
+    x = torch.from_numpy(inputs[0]).requires_grad_(True)
+    h0 = torch.from_numpy(inputs[h0_at]).requires_grad_(True)
+    c0 = torch.from_numpy(inputs[h0_at + 1]).requires_grad_(True)
+    return lstm, x, h0, c0
+
+
+def bench_torch_training(inputs, attributes):
+    lstm, x, h0, c0 = _torch_lstm(inputs, attributes, h0_at=5)
+    return lambda: lstm(x, (h0, c0))
+
+
+def bench_torch(inputs, attributes):
+    import torch
+
+    lstm, x, h0, c0 = _torch_lstm(inputs, attributes, h0_at=4)
+    out, _ = lstm(x, (h0, c0))  # the forward once, outside the timing
+    grad = torch.from_numpy(inputs[9].reshape(out.shape))
+    wrt = [x, h0, c0, *lstm.parameters()]
+    return lambda: torch.autograd.grad(out, wrt, grad, retain_graph=True)

@@ -106,3 +106,53 @@ def average_pool_grad_check(shapes, attrs):
     if tuple(dy) != want:
         return f"dY shape {list(dy)} != AveragePool output shape {list(want)} for dX {list(x)}"
     return None
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+
+def bench_max_pool_bytes(shapes, attributes):
+    """dY (4) and Indices (8) read per output element, dX written."""
+    return math.prod(shapes["dY"]) * (4 + 8) + math.prod(attributes["dX_shape"]) * 4
+
+
+def bench_max_pool_fixed_bytes(shapes, attributes):
+    """The indices' bytes, whatever the float type."""
+    return math.prod(shapes["dY"]) * 8
+
+
+def bench_average_pool_bytes(shapes, attributes):
+    """dY read, dX written."""
+    return (math.prod(shapes["dY"]) + math.prod(attributes["dX_shape"])) * 4
+
+
+def _pool_2d(geometry):
+    kernel = list(geometry["kernel_shape"])
+    strides = list(geometry.get("strides") or [1] * len(kernel))
+    pads = list(geometry.get("pads") or [0] * (2 * len(kernel)))[:len(kernel)]  # torch pads symmetrically
+    return kernel, strides, pads
+
+
+def bench_torch_max_pool(inputs, attributes, params):
+    """MaxPool's geometry is the forward op's (case params), not MaxPoolGrad's attributes."""
+    import torch
+
+    from reference._torch import tensors
+
+    dy, _ = tensors(*inputs)
+    kernel, strides, pads = _pool_2d(params)
+    x_shape = attributes["dX_shape"]
+    # ATen's indices count within each (n, c) plane; ONNX's over the whole tensor: converted here, untimed
+    plane = torch.from_numpy(inputs[1] % math.prod(x_shape[2:]))
+    x = torch.empty(x_shape)
+    return lambda: torch.ops.aten.max_pool2d_with_indices_backward(dy, x, kernel, strides, pads, [1, 1], False, plane)
+
+
+def bench_torch_average_pool(inputs, attributes):
+    import torch
+
+    from reference._torch import tensors
+
+    (dy,) = tensors(*inputs)
+    kernel, strides, pads = _pool_2d(attributes)
+    x = torch.empty(attributes["dX_shape"])
+    return lambda: torch.ops.aten.avg_pool2d_backward(dy, x, kernel, strides, pads, False, False, None)

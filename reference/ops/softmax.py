@@ -122,3 +122,40 @@ def log_softmax_grad_without_exp(dY, Y, *, axis):
 
 def log_softmax_grad_without_exp_13(dY, Y, *, axis):
     return _grouped(lambda d, y: d - y * np.sum(d, axis=-1, keepdims=True), dY, Y, axis, legacy=False)
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+
+def bench_bytes(shapes, attributes):
+    """dY and Y read, dX written."""
+    return 3 * int(np.prod(shapes["dY"])) * 4
+
+
+def _torch_peer(inputs, attributes, log: bool, legacy: bool):
+    import torch
+
+    from reference._torch import tensors
+
+    dy, y = tensors(*inputs)
+    dim = normalize_axis(attributes["axis"], dy.dim())
+    if legacy:  # the legacy op reduces over everything from axis on: torch sees the 2-D view
+        rows = int(np.prod(dy.shape[:dim]))
+        dy, y, dim = dy.reshape(rows, -1), y.reshape(rows, -1), 1
+    fn = torch.ops.aten._log_softmax_backward_data if log else torch.ops.aten._softmax_backward_data
+    return lambda: fn(dy, y, dim, torch.float32)
+
+
+def bench_torch_softmax_grad(inputs, attributes):
+    return _torch_peer(inputs, attributes, log=False, legacy=True)
+
+
+def bench_torch_softmax_grad_13(inputs, attributes):
+    return _torch_peer(inputs, attributes, log=False, legacy=False)
+
+
+def bench_torch_log_softmax_grad(inputs, attributes):
+    return _torch_peer(inputs, attributes, log=True, legacy=True)
+
+
+def bench_torch_log_softmax_grad_13(inputs, attributes):
+    return _torch_peer(inputs, attributes, log=True, legacy=False)

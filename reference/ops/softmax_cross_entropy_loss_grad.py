@@ -82,3 +82,25 @@ def ignored_rows_multiplied(dY, log_prob, label, weight=None, *, reduction="mean
             scale = scale / np.sum(w)
         onehot = np.arange(lp.shape[1]).reshape(1, -1, *([1] * (lp.ndim - 2))) == safe[:, None]
         return (np.exp(lp) - onehot) * scale[:, None]
+
+
+# ---- bench: the cost of one call and torch's kernel for `opconform bench` (the specs' bench sections) -------------
+
+def bench_bytes(shapes, attributes):
+    """log_prob read, d_logits written (the labels are small)."""
+    return 2 * int(np.prod(shapes["log_prob"])) * 4
+
+
+def bench_torch(inputs, attributes):
+    """ATen's cross_entropy backward, its two kernels: nll_loss_backward (mean over the labels not ignored,
+    total_weight from the forward, computed outside the timing), then _log_softmax_backward_data."""
+    import torch
+
+    from reference._torch import tensors
+
+    dy, log_prob, label, _ = tensors(*inputs)
+    ignore = attributes["ignore_index"]
+    total = (label != ignore).sum().to(torch.float32)
+    aten = torch.ops.aten
+    return lambda: aten._log_softmax_backward_data(
+        aten.nll_loss_backward(dy, log_prob, label, None, 1, ignore, total), log_prob, 1, torch.float32)
