@@ -381,6 +381,15 @@ OPC_DEFINE_OP(SquareGrad) = {
     .prepare = prep_square_grad, .exec = exec_square_grad};
 '''
 SQUARE_LINE = 'OPC_OP(SquareGrad, "square_grad.c")\n'
+# The C kernel's thread-invariance cases, in its spec (validate requires one such group for every op of ops.def)
+THREAD_SPLIT = """
+    - name: thread_split
+      tier: nightly
+      tags: [thread_split]
+      description: one element, and an odd length
+      dtypes: [float32]
+      params: {shape: [[1], [65537]]}
+"""
 # What a build of the C library needs from the repository (CMakeLists.txt reads csrc/ only; specs/ only when pip builds)
 BUILD_FILES = ("CMakeLists.txt", "csrc")
 # What adding an op may touch, compared file by file with the repository after the op is in
@@ -453,6 +462,9 @@ def test_an_op_with_a_c_kernel_touches_its_own_files_and_one_line_of_ops_def(c_p
     text = spec_path.read_text()
     spec_path.write_text(text.replace(next(line for line in text.splitlines() if '- "TODO' in line),
                                       "  - the opconform tests' toy op") + ORT_HAS_NO_SQUAREGRAD)
+    text = spec_path.read_text()
+    assert "\n  invalid:\n" in text
+    spec_path.write_text(text.replace("\n  invalid:\n", THREAD_SPLIT + "  invalid:\n", 1))
     (project / "reference" / "ops" / "square_grad.py").write_text(SQUARE)
     (project / "reference" / "forward" / "square.py").write_text(SQUARE_FORWARD)
     (project / "csrc" / "square_grad.c").write_text(SQUARE_C)
@@ -561,3 +573,17 @@ def test_the_guides_gate_is_ci_s_gate():
     after_install = script[next(i for i, line in enumerate(script) if line.startswith("pip install")) + 1:]
     commands = [line.strip() for line in after_install if line.strip() and not line.lstrip().startswith("#")]
     assert gate == commands
+
+
+def test_a_reference_that_does_not_return_is_stopped_by_the_hook_limit(project, capsys):
+    """validate's reference call runs under the CPU limit of every spec hook (spec_checks.HOOK_CPU_SECONDS)."""
+    specs = project / "specs" / "com.microsoft"
+    (project / "reference" / "ops" / "burns.py").write_text("def tanh_grad(dY, Y):\n    while True:\n        pass\n")
+    tanh = specs / "TanhGrad.yaml"
+    tanh.write_text(re.sub(r"^reference: .*$", 'reference: "reference.ops.burns:tanh_grad"', tanh.read_text(),
+                           flags=re.MULTILINE))
+    result = opconform(project, "validate")
+    assert result.returncode == 1
+    assert re.match(r"specs/com.microsoft/TanhGrad.yaml: cases.groups\[0\]: case float32-basic/shape=\w+: the reference "
+                    r"reference.ops.burns:tanh_grad did not return: it ran out of its 2 s of CPU$",
+                    result.stderr.splitlines()[0]), result.stderr

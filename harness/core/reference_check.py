@@ -10,7 +10,10 @@ the spec's, which its other groups exercise.
 """
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable
+from typing import ContextManager
 
 from harness.core.cases import OUTPUTS, Case, expand
 from harness.core.evaluate import evaluate
@@ -70,9 +73,11 @@ def _shown(shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def reference_problems(spec: Spec) -> list[tuple[str, str]]:
+def reference_problems(spec: Spec, guard: Callable[[], ContextManager] = contextlib.nullcontext,
+                       stop: type[BaseException] | tuple[type[BaseException], ...] = ()) -> list[tuple[str, str]]:
     """(field, message) per group whose smallest case the reference cannot compute, or computes in another
-    shape than an output's rule says."""
+    shape than an output's rule says. guard: the limit each call runs under (spec_checks' CPU limit), which
+    raises `stop` in a reference that does not return."""
     if _stubbed(spec):
         return []
     out = []
@@ -82,8 +87,12 @@ def reference_problems(spec: Spec) -> list[tuple[str, str]]:
         ruled = [f"{name} ({_rule(spec, name)} gives {_shown(shape)})" for name, shape in given
                  if _rule(spec, name) != "the `shape` param"]
         try:
-            inputs = make_inputs(case)
-            values = evaluate(spec, inputs, case.attributes)
+            with guard():
+                inputs = make_inputs(case)
+                values = evaluate(spec, inputs, case.attributes)
+        except stop as e:
+            out.append((where, f"{label}: the reference {spec.reference} did not return: it {e}"))
+            break  # the next group would take as long
         except Exception as e:  # noqa: BLE001 - the reference's own error on a case the spec built: a spec problem
             inputs_text = ", ".join(f"{name} {_shown(shape)}" for name, shape in given)
             fix = (f"check the shape rule of {', '.join(ruled)}" if ruled else "check the group's `shape` param")

@@ -108,7 +108,7 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
     if not out:
         out += _walk_cases(spec, max_case_bytes)
     if not out:  # the reference on each group's smallest case: a shape rule that does not fit the op
-        out += reference_problems(spec)
+        out += reference_problems(spec, lambda: _cpu_limit(HOOK_CPU_SECONDS), HookTimeout)
     return out
 
 

@@ -4,7 +4,8 @@ csrc/ops.def lists the ops the C library registers, one `OPC_OP(<op>, "<file>.c"
 defines the op's entry next to its kernel with `OPC_DEFINE_OP(<op>)` (csrc/call.h). The checks:
 
 - the table: every line is read, names an op once, has a spec, and its file defines the op; every
-  `OPC_DEFINE_OP` in csrc/ has its line (an entry without one is compiled but never registered);
+  `OPC_DEFINE_OP` in csrc/ has its line (an entry without one is compiled but never registered); every op's
+  spec has a case group tagged thread_split (its thread-invariance cases, tests/openmp/test_omp_threads.py);
 - the library (when one loads): it registers the table's ops in the table's order (else it was built from
   another table: rebuild), and each op's descriptor agrees with its spec (descriptor_problems: names,
   order, optionality and attributes equal the spec's, dtypes a subset of its main type's).
@@ -19,6 +20,7 @@ import re
 from pathlib import Path
 
 from harness.backends import openmp_lib
+from harness.core.bench_spec import thread_split_problems
 from harness.spec.errors import Problem
 from harness.spec.model import Spec
 from harness.spec.sources import shown
@@ -151,8 +153,9 @@ def check(spec_root: Path | None, specs: list[Spec], complete: bool = True, load
         return [], []
     by_op = {s.op: s for s in specs}
     problems = table_problems(path, by_op, complete)
-    # thread_split: the check that every op of the table has a `thread_split` case group goes here
-    # (problems += thread_split_problems(read_table(path), by_op)), beside the table's other checks.
+    # every op of the table has thread-invariance cases: a case group tagged thread_split in its spec
+    problems += [Problem(shown(path), op, message)
+                 for op, message in thread_split_problems([op for op, _ in read_table(path)], by_op)]
     if problems:
         return problems, []  # the library is checked against a table that reads cleanly
     try:

@@ -188,3 +188,14 @@ def test_validate_checks_the_table_and_says_when_the_library_is_not_there(specs)
                                         "library in the package); its descriptor checks are skipped"]
     # an installed wheel's specs have no csrc/ beside them: nothing to check
     assert op_table.check(root / "com.microsoft", list(specs.values())) == ([], [])
+
+
+def test_validate_names_an_op_of_the_table_without_thread_split_cases(specs):
+    """Every op of ops.def has a case group tagged thread_split in its spec (its thread-invariance cases)."""
+    relu = specs["ReluGrad"]
+    untagged = [g.model_copy(update={"tags": []}) for g in relu.cases.groups]
+    changed = {**specs, "ReluGrad": relu.model_copy(update={"cases": relu.cases.model_copy(update={"groups": untagged})})}
+    problems, _ = op_table.check(C_OP_TABLE.parents[1] / "specs", list(changed.values()))
+    assert _lines(problems) == [f"{op_table.shown(C_OP_TABLE)}: ReluGrad: its spec has no case group tagged thread_split "
+                                "(shapes that cross its C kernel's work splits): add one with `tags: [thread_split]`, "
+                                "tier nightly"]
