@@ -56,6 +56,13 @@ def reference_any(**inputs_and_attributes):
     return inputs_and_attributes["dY"]
 
 
+def burn_when_large(params):
+    # fine on the spec's cases (n = 3), loops on the bench size's (n = 1000)
+    while params["n"] > 100:
+        pass
+    return {"dY": [3], "X": [3]}
+
+
 def valid_if_burns(shapes, attributes):
     while True:
         pass
@@ -79,6 +86,7 @@ def one_case_spec(shapes_hook: str | None, valid_if: str | None = None) -> Spec:
     data["cases"]["groups"] = [{"name": "one", "tier": "smoke", "dtypes": ["float32"], "params": params}]
     data["cases"]["invalid"] = []
     data["known_divergences"] = []
+    data.pop("bench", None)  # its sizes are ReluGrad's shapes, not this one case's params
     if valid_if:
         data["valid_if"] = valid_if
     return Spec.model_validate(data)
@@ -150,3 +158,18 @@ def test_the_limit_leaves_no_timer_or_handler_behind(hooks, monkeypatch):
     problems(one_case_spec("limit_hooks:burn"), hooks)
     assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
     assert signal.getsignal(signal.SIGPROF) == before
+
+
+def test_a_hook_burning_cpu_on_a_bench_size_is_stopped(hooks, monkeypatch):
+    """The bench sizes are cases of the spec too (harness.core.bench_spec): their shape hooks run under the
+    same CPU limit, so a hook that loops only on a bench size's params is one line, not a hung validate."""
+    monkeypatch.setattr(spec_checks, "HOOK_CPU_SECONDS", 0.3)
+    spec = one_case_spec("limit_hooks:burn_when_large")
+    data = spec.model_dump(exclude_unset=True)
+    data["bench"] = {"sizes": {"small": {"label": "n=1000", "params": {"n": 1000}}},
+                     "bytes": "reference.ops.activations:bench_bytes"}
+    start = time.process_time()
+    found = problems(Spec.model_validate(data), hooks)
+    assert time.process_time() - start < 5
+    assert len(found) == 1 and found[0].startswith("bench: a hook did not return on a bench size"), found
+    assert "0.3 s of CPU" in found[0], found

@@ -90,7 +90,7 @@ def test_a_changed_hook_module_is_parsed_again(tmp_path, monkeypatch):
     (team / "_defaults" / "hooks.yaml").write_text("packages: [teamhooks]\n")
     text = (SPECS / "com.microsoft" / "ReluGrad.yaml").read_text().replace("\nop: ReluGrad\n", "\nop: TeamReluGrad\n")
     (team / "com.microsoft" / "TeamReluGrad.yaml").write_text(
-        text.replace("reference.ops.activations:relu_grad", "teamhooks.ops:relu_grad"))
+        text.replace('reference: "reference.ops.activations:relu_grad"', 'reference: "teamhooks.ops:relu_grad"'))
     for attempt in range(2):  # refused, then refused again from the cache
         with pytest.raises(SpecError, match="only raises NotImplementedError"):
             loaded(team, ["TeamReluGrad"])

@@ -103,10 +103,15 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
 
     out += _check_hooks(spec, packages)
     out += _check_cases(spec, in_names, out_names, fwd_in)
-    out += bench_problems(spec, packages)  # the bench sizes: each a case of the spec (harness.core.bench_spec)
     out = list(dict.fromkeys(out))  # one mistake in a group is one line, not one per parameter combination
     if not out:
         out += _walk_cases(spec, max_case_bytes)
+    if not out:  # the bench sizes, each a case of the spec (harness.core.bench_spec), under the hooks' CPU limit
+        try:
+            with _cpu_limit(HOOK_CPU_SECONDS):
+                out += bench_problems(spec, packages)
+        except HookTimeout as e:
+            out.append(("bench", f"a hook did not return on a bench size: it {e}"))
     if not out:  # the reference on each group's smallest case: a shape rule that does not fit the op
         out += reference_problems(spec, lambda: _cpu_limit(HOOK_CPU_SECONDS), HookTimeout)
     return out

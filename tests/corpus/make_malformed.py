@@ -164,8 +164,8 @@ def variants() -> list[dict]:
     add("shape_overflows_int64", SPEC, edited(BASIC, "params: {shape: [[9223372036854775807, 9223372036854775807]]}"),
         "cases.groups[0]", "budget")
     add("rank_outside_declared_range", SPEC, edited("role: forward_input, shape_from: dY,",
-                                                    "role: forward_input, shape_from: dY, rank: {min: 1, max: 3},"),
-        "cases.groups[1]", "rank 4")
+                                                    "role: forward_input, shape_from: dY, rank: {min: 1, max: 4},"),
+        "cases.groups[1]", "rank 5")
     add("attribute_allowed_empty", SPEC, edited("reference: \"reference.ops.activations:relu_grad\"\n",
                                                 "reference: \"reference.ops.activations:relu_grad\"\n"
                                                 "attributes:\n  mode: {type: string, allowed: []}\n"),
