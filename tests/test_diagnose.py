@@ -9,7 +9,7 @@ from harness.backends.base import Backend, Outputs
 from harness.cli import main
 from harness.core.cases import expand
 from harness.core.dtypes import NUMPY
-from harness.core.tensors import resolve_attributes
+from harness.core.shapes import resolve_attributes
 from harness.run.engine import judge, prepare
 from harness.run.rundir import read_results
 from harness.spec.dotted import resolve

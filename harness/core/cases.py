@@ -11,12 +11,11 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.shapes import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, declared_output_shapes
+from harness.core.shapes import OMIT, OUTPUTS, declared_output_shapes
 from harness.spec.model import Group, InvalidGroup, Spec
 from harness.spec.vocabulary import TIERS
 
-# The case parameters with a meaning of their own are defined with the shape rules; read here too.
-__all__ = ["BUILTIN_PARAMS", "OMIT", "OUTPUTS", "SHAPE", "Case", "case_id", "expand", "group_params", "stable_seed"]
+__all__ = ["Case", "case_id", "expand", "group_params", "stable_seed"]
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ import math
 from collections.abc import Callable
 from typing import ContextManager
 
-from harness.core.cases import OUTPUTS, Case, expand
+from harness.core.cases import Case, expand
 from harness.core.evaluate import evaluate
-from harness.core.shapes import DERIVED_ROLES, input_shapes
+from harness.core.shapes import DERIVED_ROLES, OUTPUTS, input_shapes
 from harness.core.tensors import make_inputs
 from harness.spec.dotted import DottedError, resolve
 from harness.spec.errors import exception_text

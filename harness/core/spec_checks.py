@@ -13,10 +13,11 @@ import threading
 
 from harness.core import dtypes
 from harness.core.bench_spec import bench_problems
-from harness.core.cases import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, expand, group_params
+from harness.core.cases import expand, group_params
 from harness.core.contract import value_problem, value_problems
 from harness.core.reference_check import reference_problems
-from harness.core.tensors import input_shapes, make_inputs, resolve_attributes
+from harness.core.shapes import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, input_shapes, resolve_attributes
+from harness.core.tensors import make_inputs
 from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve, resolve_hook
 from harness.spec.errors import exception_text
 from harness.spec.model import BUILTIN_TRANSFORMS, Forward, InvalidGroup, Spec

@@ -17,7 +17,6 @@ from harness.core.shapes import (
     DERIVED_ROLES,
     DRAWN_ROLES,
     CaseError,
-    declared_output_shapes,
     forward_attributes,
     forward_of,
     input_shapes,
@@ -27,10 +26,6 @@ from harness.core.shapes import (
 from harness.spec.dotted import resolve
 from harness.spec.errors import exception_text
 from harness.spec.model import Generator, InvalidGroup
-
-# The shape rules moved to harness.core.shapes; these names stay importable from here for tensors' callers.
-__all__ = ["DERIVED_ROLES", "DRAWN_ROLES", "CaseError", "declared_output_shapes", "forward_attributes",
-           "forward_call_parts", "input_shapes", "make_inputs", "make_tensors", "resolve_attributes"]
 
 DEFAULT_GENERATOR = Generator()
 
