@@ -536,18 +536,9 @@ def _load_hook_packages(root: Path, problems: list[Problem]) -> tuple[str, ...]:
 
 def _load_defaults(path: Path, problems: list[Problem], required: bool = False) -> dict:
     """dtype -> Tolerance from a _defaults/tolerances.yaml; {} with a problem when it does not load."""
-    from pydantic import BaseModel, ConfigDict, Field, ValidationError
+    from pydantic import ValidationError
 
     from harness.core import tolerance  # lazy: numpy and pydantic load only when specs load, not for --help
-
-    class _DefaultTolerance(BaseModel):
-        model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-        atol: float = Field(ge=0)
-        rtol: float = Field(ge=0)
-
-    class _Defaults(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        tolerances: dict[str, _DefaultTolerance]
 
     data, found = read_yaml(path)
     if found and not required and not path.exists():
@@ -556,8 +547,8 @@ def _load_defaults(path: Path, problems: list[Problem], required: bool = False) 
     if found:
         return {}
     try:
-        parsed = _Defaults.model_validate(data)
+        parsed = tolerance.DefaultsFile.model_validate(data)
     except ValidationError as e:
-        problems += from_validation_error(shown(path), _Defaults, e)
+        problems += from_validation_error(shown(path), tolerance.DefaultsFile, e)
         return {}
-    return {d: tolerance.default(d, t.atol, t.rtol) for d, t in parsed.tolerances.items()}
+    return tolerance.defaults(parsed)

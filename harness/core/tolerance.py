@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.core import dtypes
 from harness.core.shapes import resolve_attributes
@@ -36,6 +37,23 @@ class Tolerance:
 def default(dtype: str, atol: float, rtol: float) -> Tolerance:
     """A spec directory's default for a dtype (its _defaults/tolerances.yaml)."""
     return Tolerance(atol, rtol, f"default({dtype})")
+
+
+class _DefaultTolerance(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class DefaultsFile(BaseModel):
+    """The format of a spec directory's _defaults/tolerances.yaml (read by harness.core.spec_loader)."""
+    model_config = ConfigDict(extra="forbid")
+    tolerances: dict[str, _DefaultTolerance]
+
+
+def defaults(parsed: DefaultsFile) -> dict[str, Tolerance]:
+    """dtype -> the directory's default Tolerance."""
+    return {d: default(d, t.atol, t.rtol) for d, t in parsed.tolerances.items()}
 
 
 def tolerance_for(spec: Spec, dtype: str, defaults: dict[str, Tolerance]) -> Tolerance:
