@@ -92,12 +92,10 @@ def violations(root: Path = HARNESS) -> list[str]:
     return problems
 
 
-def cycles(root: Path = HARNESS) -> list[list[str]]:
-    """Cycles in the subpackage graph, allowed exceptions included (an allowed edge must not close a circle)."""
-    graph: dict[str, set[str]] = {}
-    for importer, imported, *_ in edges(root):
-        graph.setdefault(importer, set()).add(imported)
-    found, state = [], {}
+def graph_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each circle of a directed graph found by a depth-first walk, as the path that closes it."""
+    found: list[list[str]] = []
+    state: dict[str, str] = {}
 
     def visit(node: str, path: list[str]) -> None:
         state[node] = "open"
@@ -112,6 +110,14 @@ def cycles(root: Path = HARNESS) -> list[list[str]]:
         if start not in state:
             visit(start, [start])
     return found
+
+
+def cycles(root: Path = HARNESS) -> list[list[str]]:
+    """Cycles in the subpackage graph, allowed exceptions included (an allowed edge must not close a circle)."""
+    graph: dict[str, set[str]] = {}
+    for importer, imported, *_ in edges(root):
+        graph.setdefault(importer, set()).add(imported)
+    return graph_cycles(graph)
 
 
 def test_no_upward_or_sideways_import():
@@ -216,21 +222,7 @@ def module_cycles(root: Path = HARNESS) -> list[list[str]]:
                         target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
                         if target in modules and target != name:
                             graph[name].add(target)
-    found, state = [], {}
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = "open"
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == "open":
-                found.append(path[path.index(nxt):] + [nxt])
-            elif nxt not in state:
-                visit(nxt, path + [nxt])
-        state[node] = "done"
-
-    for start in sorted(graph):
-        if start not in state:
-            visit(start, [start])
-    return found
+    return graph_cycles(graph)
 
 
 def test_no_import_cycle_between_modules():
