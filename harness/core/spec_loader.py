@@ -76,7 +76,7 @@ class Catalog:
     overlays: dict[str, list[Path]] = field(default_factory=dict)  # spec id -> its overlay files
     roots: dict[str, Path] = field(default_factory=dict)  # spec id -> the spec directory it is in
     layer_tolerances: dict[str, dict] = field(default_factory=dict)  # spec id -> its directory's own defaults
-    loader: object = field(default=None, repr=False, compare=False)  # _Loader: loads further specs on demand
+    loader: _Loader | None = field(default=None, repr=False, compare=False)  # loads further specs on demand
 
     @property
     def all_ops(self) -> list[str]:
@@ -110,7 +110,7 @@ class Catalog:
         """Load these ops (not loaded yet) into specs; SpecError when one does not load."""
         loaded = {s.op for s in self.specs}
         missing = [op for op in ops if op not in loaded]
-        if missing:
+        if missing and self.loader is not None:
             self.specs = sorted([*self.specs, *self.loader.load_ops(missing, self)], key=lambda s: s.op)
             self.complete = set(self.all_ops) <= {s.op for s in self.specs}
 
@@ -157,8 +157,8 @@ def read_yaml(path: Path) -> tuple[object, list[Problem]]:
         except Exception:  # noqa: BLE001 - the Python loader below says what is wrong, as it always has
             pass
     try:
-        if problem := _structure_problem(text, _UniqueKeyLoader):
-            return None, [Problem(str(path), problem[0], problem[1])]
+        if structure := _structure_problem(text, _UniqueKeyLoader):
+            return None, [Problem(str(path), structure[0], structure[1])]
         return yaml.load(text, Loader=_UniqueKeyLoader), []
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
@@ -210,7 +210,7 @@ def _structure_problem(text: str, loader=_UniqueKeyLoader) -> tuple[str, str] | 
         elif isinstance(event, yaml.ScalarEvent):
             anchor, nodes = event.anchor, 1
         elif isinstance(event, yaml.AliasEvent):
-            anchor, nodes = None, sizes.get(event.anchor, 1)
+            anchor, nodes = None, sizes.get(event.anchor or "", 1)  # "": never a key, as None is not
         else:
             continue
         if anchor:
@@ -416,18 +416,21 @@ class _Loader:
         regular = all(p.is_file() and os.access(p, os.R_OK) for p in paths)
         key = spec_cache.key(*parts) if regular else None
         stored = spec_cache.get(key) if key else None
-        try:
-            spec, found = stored
-            found = [(int(i), str(f), str(m)) for i, f, m in found]
-        except (TypeError, ValueError):  # a miss, or an entry that is not what this code writes
-            stored = None
+        found: list[tuple[int, str, str]] = []
+        if stored is not None:
+            try:
+                spec, entries = stored
+                found = [(int(i), str(f), str(m)) for i, f, m in entries]
+            except (TypeError, ValueError):  # an entry that is not what this code writes
+                stored = None
         if stored is not None:
             self.cached += 1
         else:
             self.parsed += 1
-            spec, found = self._parse(entry, overlays, layer)
+            spec, parsed = self._parse(entry, overlays, layer)
             # the problems' files as indexes into paths: a cached entry is shown relative to today's directory
-            found = [(paths.index(p.file) if p.file in paths else -1, p.field, p.message) for p in found]
+            names = [str(p) for p in paths]
+            found = [(names.index(p.file) if p.file in names else -1, p.field, p.message) for p in parsed]
             # only a spec that passed: a problem may come from this process's circumstances (a hook out of
             # CPU time on a loaded machine, a module that failed to import) and must be looked at afresh
             if key and spec is not None and not found:
@@ -449,7 +452,7 @@ class _Loader:
 
 
 def _with_path(problem: Problem, path: Path) -> Problem:
-    return Problem(path, problem.field, problem.message)
+    return Problem(str(path), problem.field, problem.message)
 
 
 _DOTTED = re.compile(r"^([A-Za-z_][\w.]*):[A-Za-z_]\w*$")  # harness.spec.model.Dotted
@@ -497,7 +500,8 @@ def load_catalog(root: Path | None = None, max_case_bytes: int | None = None, *,
         raise SpecError([Problem(f, name, m) for f, name, m in index.problems])
     names = index.names if ops is None else index.select(ops) if ops else []  # []: none now, each on demand
     loader = _Loader(index, max_case_bytes or DEFAULT_MAX_CASE_BYTES)
-    catalog = Catalog(sources.root, [], digest=index.digest, sources=sources, complete=len(names) == len(index.names),
+    bottom_dir = index.layers[0][0]  # sources.root, the bottom directory: scan reports a set with none as a problem
+    catalog = Catalog(bottom_dir, [], digest=index.digest, sources=sources, complete=len(names) == len(index.names),
                       loader=loader)
     catalog.specs = sorted(loader.load_ops(names, catalog), key=lambda s: s.op)
     bottom = loader.layer(0)
@@ -520,11 +524,13 @@ def _load_hook_packages(root: Path, problems: list[Problem]) -> tuple[str, ...]:
     if not path.exists() and not path.is_symlink():
         return (PROJECT_PACKAGE,)
     data, found = read_yaml(path)
-    try:
-        parsed = _Hooks.model_validate(data) if not found else None
-    except ValidationError as e:
-        found = from_validation_error(shown(path), _Hooks, e)
-    if found:
+    parsed = None
+    if not found:
+        try:
+            parsed = _Hooks.model_validate(data)
+        except ValidationError as e:
+            found = from_validation_error(shown(path), _Hooks, e)
+    if parsed is None:
         problems += [Problem(shown(path), p.field, p.message) for p in found]
         return (PROJECT_PACKAGE,)
     for index, name in enumerate(parsed.packages):
