@@ -78,6 +78,8 @@ def new_op(root: Path, name: str, like: str | None = None, domain: str = "com.mi
         if base is None:
             raise ScaffoldError(f"--like {like}: {candidates[0]} does not validate ({problems[0]})")
         data, _ = read_yaml(candidates[0])
+        if not isinstance(data, dict):  # load_spec read the same file as a mapping just now
+            raise ScaffoldError(f"--like {like}: {candidates[0]} changed while it was read; try again")
         text = _like_text(data, base, name, domain, dotted)
         inputs = [i.name for i in base.inputs]
         attributes = list(base.attributes)

@@ -93,7 +93,7 @@ class Waiver(_Section):
     file: str = Field("", description="set by the loader; leave it out")
 
     @property
-    def failures(self) -> list[str]:
+    def failures(self) -> list[FailureKind]:
         if self.failure is None:
             return []
         return self.failure if isinstance(self.failure, list) else [self.failure]
@@ -129,7 +129,8 @@ def load(root, specs, backend_names, problems: list, extra_files=(), is_known=No
     fix). is_known(name) accepts a backend name beyond backend_names (the open-ended onnx-backend:MODULE).
     all_ops: every op of the spec set when `specs` holds only the loaded ones: a waiver of another
     known op is checked no further than its op's name."""
-    out, seen = [], {}
+    out: list[Waiver] = []
+    seen: dict[str, str] = {}  # waiver id -> the file that uses it first
     by_op = {s.op: s for s in specs}
     roots = [Path(r) for r in root] if isinstance(root, (list, tuple)) else [Path(root)]
     own = [p for r in roots for p in sorted((r / "_waivers").glob("*.yaml"))]
@@ -273,6 +274,7 @@ def _mismatch(w: Waiver, result) -> str | None:
     if w.kind == "tolerance":
         if result.failure != "wrong_values":
             return f"a tolerance waiver covers wrong values, observed {result.failure}"
+        assert w.budget_multiplier is not None  # the loader refuses a tolerance waiver without one
         for name in sorted(failing):
             o = result.outputs[name]
             others = [p for p, kind in zip(o["problems"], o["kinds"]) if kind != TOLERANCE_PROBLEM]
