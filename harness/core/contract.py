@@ -35,12 +35,12 @@ def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
             problems.append(f"input {inp.name} has dtype {dtype} but {inp.type} is already {bound[inp.type]}")
         if inp.rank and not inp.rank.min <= value.ndim <= inp.rank.max:
             problems.append(f"input {inp.name} has rank {value.ndim}; allowed {inp.rank.min}..{inp.rank.max}")
-        if inp.shape_from and shapes.get(inp.shape_from) is not None and shapes[inp.shape_from] != value.shape:
+        if inp.shape_from and (other := shapes.get(inp.shape_from)) is not None and other != value.shape:
             problems.append(f"input {inp.name} has shape {list(value.shape)} but must equal "
-                            f"{inp.shape_from}'s shape {list(shapes[inp.shape_from])}")
+                            f"{inp.shape_from}'s shape {list(other)}")
         if inp.shape is not None and tuple(inp.shape) != value.shape:
-            want = "a scalar (rank 0)" if not inp.shape else f"of shape {list(inp.shape)}"
-            problems.append(f"input {inp.name} has shape {list(value.shape)} but must be {want}")
+            must = "a scalar (rank 0)" if not inp.shape else f"of shape {list(inp.shape)}"
+            problems.append(f"input {inp.name} has shape {list(value.shape)} but must be {must}")
         if inp.shape_fn:
             earlier = {i.name: shapes.get(i.name) for i in spec.inputs[: spec.inputs.index(inp)]}
             try:
@@ -93,8 +93,8 @@ def attribute_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written
                 problems.append(f"attribute {name} is required")
             continue
         problem = value_problem(attr, written[name])
-        if problem is None and attr.axis_of and inputs.get(attr.axis_of) is not None:
-            rank = inputs[attr.axis_of].ndim
+        if problem is None and attr.axis_of and (tensor := inputs.get(attr.axis_of)) is not None:
+            rank = tensor.ndim
             if not -rank <= written[name] < rank:
                 problem = f"is {written[name]}, outside [{-rank}, {rank - 1}] for {attr.axis_of} of rank {rank}"
         if problem:
