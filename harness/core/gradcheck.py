@@ -27,6 +27,7 @@ from harness.core.cases import Case, stable_seed
 from harness.core.compare import json_number
 from harness.core.shapes import forward_attributes, resolve_attributes
 from harness.spec.dotted import resolve
+from harness.spec.model import Forward
 
 ORDER = 1.75  # the remainder must fall at least this many orders per halving (right: 3, wrong: 1)
 SIGNIFICANT = 16.0  # a remainder counts when it is this many times the roundoff estimate
@@ -90,15 +91,15 @@ def gradient_check(case: Case, inputs: dict, forward_inputs: dict, reference: st
     if spec.forward is None:
         raise ValueError(f"{spec.op} has no forward op to differentiate")
     with np.errstate(all="ignore"):
-        return _check(case, inputs, forward_inputs, reference, seed)
+        return _check(case, spec.forward, inputs, forward_inputs, reference, seed)
 
 
-def _check(case: Case, inputs: dict, x: dict, reference: str | None, seed: int) -> GradientCheck:
+def _check(case: Case, forward_op: Forward, inputs: dict, x: dict, reference: str | None, seed: int) -> GradientCheck:
     spec = case.spec
     inputs = {k: None if v is None else np.asarray(v, dtype=np.float64) for k, v in inputs.items()}
     x = {k: None if v is None else np.asarray(v, dtype=np.float64) for k, v in x.items()}
     attrs = resolve_attributes(spec, case.attributes)
-    forward = resolve(spec.forward.reference)
+    forward = resolve(forward_op.reference)
     forward_attrs = forward_attributes(case)
     # Saved forward outputs exactly as float64 computes them: rounding them to the case dtype would
     # charge the check with that rounding (Y = 1 - 2^-24 instead of the true sigmoid near saturation).
@@ -111,8 +112,9 @@ def _check(case: Case, inputs: dict, x: dict, reference: str | None, seed: int) 
     grads = grads if isinstance(grads, tuple) else (grads,)
     by_forward_input = {o.grad_of: np.asarray(g, dtype=np.float64) for o, g in zip(spec.outputs, grads)
                         if o.grad_of and g is not None}
+    # a valid spec's grad_output names its forward output in grad_of (harness.core.spec_checks)
     cotangents = {i.grad_of: inputs[i.name] for i in spec.inputs
-                  if i.role == "grad_output" and inputs.get(i.name) is not None}
+                  if i.role == "grad_output" and i.grad_of is not None and inputs.get(i.name) is not None}
     result = GradientCheck()
     rng = np.random.default_rng(stable_seed("gradient", spec.id, case.full_id, seed))
     for name, grad in by_forward_input.items():
