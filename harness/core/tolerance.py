@@ -100,8 +100,10 @@ def allowances(spec: Spec, inputs: dict, written: dict, dtype: str,
             magnitudes = _per_output(resolve(acc.magnitude)(**args, **attrs), n)
     else:
         magnitudes = [None if e is None else np.abs(e) for e in expected]
-    accumulate = acc.accumulate.get(dtype, dtype) if dtype in dtypes.FLOATS else "float64"
-    out, notes = [], []
+    widened: dict[str, str] = dict(acc.accumulate.items())  # keyed by any dtype name, not only the float Literal
+    accumulate = widened.get(dtype, dtype) if dtype in dtypes.FLOATS else "float64"
+    out: list[np.ndarray | None] = []
+    notes: list[str] = []
     for k, m, e in zip(lengths, magnitudes, expected):
         if m is None or k is None or e is None:
             out.append(None)
