@@ -162,9 +162,10 @@ def _case_count_problems(spec: Spec) -> list[tuple[str, str]]:
 
 
 # How the harness calls each hook a spec names: field -> (path, positional arguments, keyword names).
-def _hook_calls(spec: Spec) -> dict[str, tuple[str, int, tuple]]:
+def _hook_calls(spec: Spec) -> dict[str, tuple[str | None, int, tuple]]:
+    """A path is None where the spec names no such hook."""
     inputs_and_attributes = (*[i.name for i in spec.inputs], *spec.attributes, *spec.declared_shapes())
-    calls = {"reference": (spec.reference, 0, inputs_and_attributes),
+    calls: dict[str, tuple[str | None, int, tuple]] = {"reference": (spec.reference, 0, inputs_and_attributes),
              "valid_if": (spec.valid_if, 2, ()),  # (shapes, attributes)
              "valid_values": (spec.valid_values, 2, ()),  # (inputs, attributes)
              "cases.shapes": (spec.cases.shapes, 1, ())}  # (params)
@@ -264,7 +265,7 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
                                                                           for i in spec.inputs):
                 out.append((f"{where}.params", "no `shape` param: add `shape: [[...], ...]` or a cases.shapes hook"))
                 break
-        if kind == "invalid":
+        if kind == "invalid" and isinstance(group, InvalidGroup):  # cases.invalid holds InvalidGroups
             for name in group.shapes:
                 if name not in in_names:
                     out.append((f"{where}.shapes.{name}", unknown_name("input", name, in_names)))
@@ -273,12 +274,12 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
                     out.append((f"{where}.attributes.{name}", unknown_name("attribute", name, spec.attributes)))
 
     ids = [c.id for c in expand(spec)]
-    for index, d in enumerate(spec.known_divergences):
+    for index, divergence in enumerate(spec.known_divergences):
         where = f"known_divergences[{index}]"  # its backend is checked against the registry by harness.run.catalog
-        for pattern in d.cases:
+        for pattern in divergence.cases:
             if not any(fnmatch.fnmatchcase(i, pattern) for i in ids):
                 out.append((f"{where}.cases", f"'{pattern}' matches no case id; ids look like '{ids[0] if ids else 'group/param=value'}'"))
-        for name in d.outputs or []:
+        for name in divergence.outputs or []:
             if name not in out_names:
                 out.append((f"{where}.outputs", unknown_name("output", name, out_names)))
     for pattern in spec.own_saved_state.cases if spec.own_saved_state else []:
@@ -412,12 +413,13 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
                    else f"{where}.shapes.{name}", f"{label}: input {name}: {problem}")
             continue
         if not isinstance(case.group, InvalidGroup):
-            wrong_rank = [(i, len(shapes[i.name])) for i in spec.inputs if i.rank and shapes.get(i.name) is not None
-                          and not i.rank.min <= len(shapes[i.name]) <= i.rank.max]
+            wrong_rank = [(i.name, i.rank, len(given)) for i in spec.inputs
+                          if i.rank and (given := shapes.get(i.name)) is not None
+                          and not i.rank.min <= len(given) <= i.rank.max]
             if wrong_rank:
-                inp, rank = wrong_rank[0]
-                report(where, f"{label}: input {inp.name} gets rank {rank}, outside its declared {inp.rank.min}.."
-                              f"{inp.rank.max}; fix the shapes or move the case to cases.invalid")
+                inp_name, declared, rank = wrong_rank[0]
+                report(where, f"{label}: input {inp_name} gets rank {rank}, outside its declared {declared.min}.."
+                              f"{declared.max}; fix the shapes or move the case to cases.invalid")
                 continue
         size = case_bytes(spec, case.dtype, shapes)
         if size > max_case_bytes:
@@ -455,7 +457,7 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
     return [(field, message + (f" (and {n - 1} more case(s))" if n > 1 else "")) for field, (message, n) in found.items()]
 
 
-def _bytes(n: int) -> str:
+def _bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
