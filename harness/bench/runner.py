@@ -22,6 +22,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -144,11 +145,11 @@ def run_bench(catalog, options: BenchOptions, log=print) -> dict:
     levels = isa_levels(options)
     if len(levels) == 1:
         return _run_level(catalog, options, levels[0], log)
-    doc = None
+    doc: dict[str, Any] = {}  # the bench JSON document (SCHEMA), merged from the levels' children
     for level in levels:
         log(f"ISA level {level}: a child process with {' '.join(f'{k}={v}' for k, v in level_env(level).items())}")
         part = _run_child(catalog, options, level, log)
-        if doc is None:
+        if not doc:
             doc = {**part, "results": [], "problems": [], "isa_levels": []}
             doc["environment"] = {k: v for k, v in part["environment"].items() if not k.startswith("isa")}
         doc["isa_levels"].append({"isa": level, "limits": part["limits"],
@@ -178,7 +179,7 @@ def _run_child(catalog, options: BenchOptions, level: str, log) -> dict:
         argv += ["--dtype", ",".join(options.dtypes)]
         env = {**os.environ, **level_env(level)}
         child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for line in child.stderr:  # its progress, as it comes
+        for line in child.stderr or ():  # its progress, as it comes (stderr=PIPE: never None)
             log(line.rstrip("\n"))
         child.wait()
         if not out.exists():
@@ -225,7 +226,7 @@ def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
             backend.close()
         else:
             backends[name] = backend
-    doc = {"schema": SCHEMA, "threads": options.threads, "quick": options.quick, "load_average": {"start": load_average()},
+    doc: dict[str, Any] = {"schema": SCHEMA, "threads": options.threads, "quick": options.quick, "load_average": {"start": load_average()},
            "environment": {**environment.describe(Path.cwd()), "torch": torch_version,
                            "repetitions": ", ".join(f"{k} {v}" for k, v in budget.as_dict().items()),
                            "isa": level, "isa_forced_torch": wanted_capability,
@@ -332,7 +333,7 @@ def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, prob
         raise BenchError(str(e)) from None
     request = Request(spec, dtype, inputs, dict(w.attributes), (True,) * len(spec.outputs))
     nbytes = w.bytes_at(np.dtype(dtypes.NUMPY[dtype]).itemsize)
-    row = {"op": w.op, "size": w.size, "dtype": dtype, "shape": w.shape, "bytes": nbytes, "flops": w.flops,
+    row: dict[str, Any] = {"op": w.op, "size": w.size, "dtype": dtype, "shape": w.shape, "bytes": nbytes, "flops": w.flops,
            "median_s": {}, "spread": {}, "rounds_differ": {}, "gbs": {}, "gflops": {}}
     label = f"{w.op} {w.size}" + (f" {dtype}" if dtype != "float32" else "")
     # Rounds interleave the backends (openmp, ort, ..., torch, then again), so a change in the
@@ -369,7 +370,7 @@ def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, prob
             medians = round_medians.get(name, [])
             if len(medians) > 1:
                 row["rounds_differ"][name] = (max(medians) - min(medians)) / row["median_s"][name]
-    if triad is not None:  # the machine's bandwidth on the same bytes, measured in the same rounds
+    if triad is not None and nbytes:  # (triad is None without bytes) the machine's bandwidth on the same bytes, measured in the same rounds
         row["triad_gbs"] = nbytes / median_and_spread(samples["triad"])[0] / 1e9
     log(_line(row))
     return row
