@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from harness import backends as registry
 from harness.run import signals
 from harness.run.results import Tally
-from harness.spec.sources import checkout_root
+from harness.spec import sources  # read as sources.checkout_root() at call time (tests replace it)
 
 if TYPE_CHECKING:  # the annotation only: reading a run directory loads no specs
     from harness.run.catalog import RunCatalog
@@ -265,7 +265,7 @@ def package_dirs() -> list[Path]:
 def default_reports() -> Path:
     """Where runs, benches and mutation figures go unless told: ./reports under the current directory; from a
     subfolder of the source checkout the harness runs from, the checkout's own reports/, never the subfolder's."""
-    root = checkout_root()
+    root = sources.checkout_root()
     if root is not None and root.resolve() in Path.cwd().resolve().parents:
         return root / "reports"
     return Path("reports")
