@@ -37,3 +37,13 @@ def normalize_axis(axis: int, rank: int) -> int:
     if not -rank <= axis < rank:
         raise ValueError(f"axis {axis} is outside [{-rank}, {rank - 1}] for rank {rank}")
     return axis % rank
+
+
+def unbroadcast(grad, shape):
+    """The gradient of a tensor of `shape` that was broadcast to grad's shape (numpy/ONNX multidirectional
+    broadcasting): grad summed over the axes the broadcast added or stretched from 1, reshaped to `shape`."""
+    grad = np.asarray(grad, dtype=np.float64)
+    shape = tuple(shape)
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
+    return np.sum(grad, axis=axes).reshape(shape) if axes else grad.reshape(shape)

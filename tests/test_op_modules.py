@@ -23,6 +23,7 @@ REFERENCE = REPO / "reference"
 SHARED = {
     "reference._math": "numerically careful scalar functions and axis normalisation used by several ops' references",
     "reference._torch": "numpy arrays as torch tensors, for every op's bench.torch peer",
+    "reference._onnx": "onnx's reference evaluator run in float64: the forward of the training-graph specs' standard ops",
 }
 DOTTED = re.compile(r"^([A-Za-z_][\w.]*):([A-Za-z_]\w*)$")  # harness.spec.model.Dotted
 # The spec fields that name a function: every field of the spec model typed Dotted (a new hook field counts

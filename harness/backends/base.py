@@ -6,6 +6,7 @@ crashing library) cannot end a conformance run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -106,6 +107,9 @@ class Backend:
     """Subclasses set `name` and implement run(); availability() says why a backend cannot run here."""
     threads: int = 1
     THREAD_INVARIANT = False  # True: outputs are bitwise the same at any thread count (checked per case)
+    # The spec subjects (harness.spec.model.Subject) it runs; a training_graph spec on a backend without it is
+    # not_registered, decided without running anything (harness.run.probe).
+    SUBJECTS: ClassVar[tuple[str, ...]] = ("kernel",)
     timeout: float = DEFAULT_TIMEOUT
     name: str = field(default="", init=False)
     # Another backend whose spec `known_divergences` also apply here because it runs the same kernels

@@ -129,6 +129,7 @@ def _short(message: str) -> str:
 
 
 class OrtAutogradBackend(OrtBackend):
+    SUBJECTS = ("kernel", "training_graph")  # builds the forward op and lets ORT's builder write the gradient: both subjects
     HANDLER = "harness.backends.ort_autograd_session:handle"
 
     def __post_init__(self):

@@ -24,6 +24,7 @@ def discover() -> dict[str, importlib.metadata.EntryPoint]:
 
 @dataclass
 class PluginBackend(WorkerBackend):
+    SUBJECTS = ("kernel", "training_graph")  # a training_graph spec runs when the plugin declares its op in `ops` (probe)
     HANDLER = "harness.backends.plugin_worker:handle"
     LOADING = "loading the plugin"
     entry: str = ""  # the entry point's name, which is the backend's name

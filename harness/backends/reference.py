@@ -16,6 +16,8 @@ from harness.core.evaluate import evaluate
 
 @dataclass
 class ReferenceBackend(Backend):
+    SUBJECTS = ("kernel", "training_graph")  # the float64 references of every spec, training-graph specs included
+
     def __post_init__(self):
         self.name = "reference"
 

@@ -79,6 +79,9 @@ def capability(backend: Backend, spec: Spec, dtype: str) -> Support:
 def _probe(backend: Backend, spec: Spec, dtype: str) -> Support:
     if reason := backend.availability():
         return Support("unavailable", reason=reason)
+    if spec.subject not in backend.SUBJECTS:
+        return Support("not_registered", reason=f"{spec.op} is a {spec.subject} spec ({spec.forward.op if spec.forward else spec.op}'s "
+                       f"gradient as ORT's builder writes it): {backend.name} runs single kernels")
     try:
         request = probe_request(spec, dtype)
     except Exception as e:  # noqa: BLE001 - a spec that cannot build its own cases: the runs will report it as an error

@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from harness.spec.vocabulary import DType, FloatDType, GroupTag, Tier
 
+# kernel: the spec's op is one node a backend runs; training_graph: the op is the gradient ORT's gradient builder
+# writes for the forward op (standard ops, no gradient kernel of its own), judged through ort-autograd.
+Subject = Literal["kernel", "training_graph"]
 Role = Literal["grad_output", "forward_input", "forward_output", "saved_activation"]
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                                   description="a name made of letters, digits and _")]
@@ -352,6 +355,9 @@ class Spec(Section):
     """the op's domain, e.g. `domain: com.microsoft` ('' for ai.onnx)"""
     since_version: int = Field(1, ge=1)
     """the opset version of the op's schema, e.g. `since_version: 1`"""
+    subject: Subject = Field("kernel", description="kernel: one op's node, run by every backend; training_graph: the "
+                             "gradient ORT's builder writes for the forward op (named <ForwardOp>Gradient), run by "
+                             "reference and ort-autograd (and plugins that declare it)", examples=["training_graph"])
     summary: str = Field(min_length=10)
     """one sentence on what the op computes, e.g. `summary: Gradient of Relu with respect to its input.`"""
     description: str = ""
