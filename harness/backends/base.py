@@ -12,7 +12,7 @@ import numpy as np
 
 from harness.backends.limits import DEFAULT_TIMEOUT, TIMEOUT_OPTION
 from harness.core.timing import Budget, repeat
-from harness.spec.model import Spec
+from harness.spec.model import Export, Spec
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class ForwardCall:
     inputs: dict[str, np.ndarray | None]  # the forward op's inputs by its names, in their case dtypes
     attributes: dict  # the forward node's attributes as the case writes them (the rest: the op's defaults)
     missing: str = ""  # why the case cannot run from its forward inputs (values planted in a forward output)
+    export: Export | None = None  # the group's `export`: how an exporter would write the forward graph
 
 
 @dataclass(frozen=True)

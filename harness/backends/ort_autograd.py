@@ -22,6 +22,7 @@ from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, 
 from harness.backends.ort import OrtBackend, classify_error
 from harness.backends.worker import HandlerError
 from harness.core import dtypes
+from harness.spec.model import Export
 
 LOSS = "opconform_loss"
 DEFAULT_OPSETS = {"": 17, "com.microsoft": 1}
@@ -33,7 +34,7 @@ class GradientGraph:
     model: bytes
     feeds: dict[str, np.ndarray]
     wrt: list[str]  # forward inputs to differentiate (the builder's x node args)
-    starts: dict[str, tuple[int, list[int]]]  # forward outputs given a gradient: (ONNX type, shape) of <Y>_grad
+    starts: dict[str, tuple[int, list[int | None]]]  # forward outputs given a gradient: (ONNX type, shape; None: unknown) of <Y>_grad
     fetches: list[str]  # their gradients, in the order of the spec outputs requested
     fetch_dtypes: list[str]
 
@@ -66,17 +67,23 @@ def build(request: Request) -> GradientGraph | Unsupported:
         fetches.append(f"{out.grad_of}_grad")
         fetch_dtypes.append(spec.dtype_of(out, request.dtype))
 
+    export = call.export
     graph_inputs, feeds, node_inputs = [], {}, []
     for name, value in values.items():
         node_inputs.append("" if value is None else name)
         if value is not None:
-            graph_inputs.append(_value_info(name, value))
+            graph_inputs.append(_value_info(name, value, _dims(export, name, value)))
             feeds[name] = value
     while node_inputs and node_inputs[-1] == "":
         node_inputs.pop()
     attributes = {name: onnx_model._attribute_value(_attribute_type(spec, name), value)
                   for name, value in call.attributes.items()}
-    nodes = [helper.make_node(forward.op, node_inputs, list(forward.outputs), name="forward",
+    node_outputs = list(forward.outputs)
+    if export is not None and export.outputs == "required":  # as exporters write it: the optional outputs left off
+        node_outputs = ["" if name in forward.optional_outputs else name for name in node_outputs]
+        while node_outputs and node_outputs[-1] == "":
+            node_outputs.pop()
+    nodes = [helper.make_node(forward.op, node_inputs, node_outputs, name="forward",
                               domain=forward.domain, **attributes)]
 
     # The incoming gradients enter as `<Y>_grad`, the names the builder gives the gradients of the forward
@@ -99,12 +106,28 @@ def build(request: Request) -> GradientGraph | Unsupported:
         opsets[forward.domain] = forward.opset
     model = helper.make_model(graph, ir_version=onnx_model.IR_VERSION, producer_name="opconform",
                               opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
-    starts = {y: (int(dtypes.ONNX[dtypes.name_of(v.dtype)]), [int(d) for d in v.shape]) for y, v in seeds.items()}
+    # With dynamic axes the incoming gradients have the forward outputs' unknown shapes: declared by rank only.
+    dynamic = export is not None and export.dynamic_axes is not None
+    starts = {y: (int(dtypes.ONNX[dtypes.name_of(v.dtype)]), [None if dynamic else int(d) for d in v.shape])
+              for y, v in seeds.items()}
     return GradientGraph(model.SerializeToString(), feeds, wrt, starts, fetches, fetch_dtypes)
 
 
-def _value_info(name: str, value: np.ndarray):
-    return helper.make_tensor_value_info(name, dtypes.ONNX[dtypes.name_of(value.dtype)], list(value.shape))
+def _value_info(name: str, value: np.ndarray, dims: list):
+    return helper.make_tensor_value_info(name, dtypes.ONNX[dtypes.name_of(value.dtype)], dims)
+
+
+def _dims(export: Export | None, name: str, value: np.ndarray) -> list:
+    """A forward input's declared dimensions: the case's sizes, or the exporter's dynamic axes (a name is a
+    symbolic dimension, None an unknown one), as torch.onnx.export(dynamic_axes=...) writes them."""
+    dims: list = [int(d) for d in value.shape]
+    axes = export.dynamic_axes if export is not None else None
+    if axes == "all":
+        return [f"{name}_{axis}" for axis in range(value.ndim)]
+    for axis, dim_name in (axes or {}).get(name, {}).items():
+        if -value.ndim <= axis < value.ndim:
+            dims[axis] = dim_name
+    return dims
 
 
 def _attribute_type(spec, name: str) -> str | None:
@@ -125,6 +148,10 @@ def classify_build_error(message: str) -> Rejected | Unsupported:
 def _short(message: str) -> str:
     """ORT's message without the C++ signature of the function that checked it."""
     match = re.match(r"/onnxruntime_src/(\S+?:\d+) .*? (?:was false\.|\[ONNXRuntimeError\] : \d+ : \w+ :) (.*)", message)
+    if match:
+        return f"{match.group(2)} ({match.group(1).rsplit('/', 1)[-1]})"
+    # an ORT_ENFORCE with nothing after it: the condition that failed, after the function's signature
+    match = re.match(r"/onnxruntime_src/(\S+?:\d+) .*\) (?:const )?(.+ was false\.)$", message)
     return f"{match.group(2)} ({match.group(1).rsplit('/', 1)[-1]})" if match else message
 
 

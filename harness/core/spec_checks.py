@@ -8,6 +8,7 @@ import contextlib
 import fnmatch
 import inspect
 import math
+import re
 import signal
 import threading
 
@@ -102,6 +103,7 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
                 out.append(("own_saved_state.outputs", f"input {name} is a {spec.input(name).role}; only saved_activation "
                                                        "or forward_output inputs come from the forward op"))
 
+    out += _check_training_graph(spec)
     out += _check_hooks(spec, packages)
     out += _check_cases(spec, in_names, out_names, fwd_in)
     out = list(dict.fromkeys(out))  # one mistake in a group is one line, not one per parameter combination
@@ -175,6 +177,7 @@ def _hook_calls(spec: Spec) -> dict[str, tuple[str | None, int, tuple]]:
     if spec.forward:
         calls["forward.reference"] = (spec.forward.reference, 0, (*spec.forward.inputs, *spec.forward.attributes,
                                                                   *spec.forward.own_attributes))
+        calls["forward.derivative"] = (spec.forward.derivative, 0, inputs_and_attributes)
         for name, rule in spec.forward.shapes.items():
             calls[f"forward.shapes.{name}.shape_fn"] = (rule.shape_fn, 2, ())  # (op input shapes, params)
     for i, inp in enumerate(spec.inputs):
@@ -265,6 +268,7 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
                                                                           for i in spec.inputs):
                 out.append((f"{where}.params", "no `shape` param: add `shape: [[...], ...]` or a cases.shapes hook"))
                 break
+        out += _check_group_graph(spec, group, where)
         if kind == "invalid" and isinstance(group, InvalidGroup):  # cases.invalid holds InvalidGroups
             for name in group.shapes:
                 if name not in in_names:
@@ -286,6 +290,58 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
         if not any(fnmatch.fnmatchcase(i, pattern) for i in ids):
             example = ids[0] if ids else "group/param=value"
             out.append(("own_saved_state.cases", f"'{pattern}' matches no case id; ids look like '{example}'"))
+    return out
+
+
+def _check_training_graph(spec: Spec) -> list[tuple[str, str]]:
+    """A training_graph spec is named after its forward op and takes the forward op's inputs and incoming gradients."""
+    forward = spec.forward
+    out = []
+    if forward:
+        for name in forward.optional_outputs:
+            if name not in forward.outputs:
+                out.append(("forward.optional_outputs", unknown_name("forward output", name, forward.outputs)))
+    if spec.subject != "training_graph":
+        return out
+    if forward is None:
+        return [("forward", "a training_graph spec differentiates a forward op: add a `forward:` section")]
+    if not re.fullmatch(re.escape(forward.op) + r"Gradient(_\d+)?", spec.op):
+        out.append(("op", f"name a training_graph spec after its forward op: {forward.op}Gradient (or "
+                          f"{forward.op}Gradient_<opset> for an older form)"))
+    if (forward.domain or "ai.onnx") != spec.domain:
+        out.append(("domain", f"a training_graph spec lives in its forward op's domain ({forward.domain or 'ai.onnx'})"))
+    for i, inp in enumerate(spec.inputs):
+        if inp.role not in ("grad_output", "forward_input"):
+            out.append((f"inputs[{i}].role", "a training_graph spec takes the forward op's inputs and the incoming "
+                                             "gradients only (the graph makes the saved tensors itself)"))
+    return out
+
+
+def _check_group_graph(spec: Spec, group, where: str) -> list[tuple[str, str]]:
+    """A group's `export` and `derivative_differs` against the forward section."""
+    out = []
+    forward = spec.forward
+    if (group.export or group.derivative_differs) and forward is None:
+        return [(where, "export and derivative_differs describe a training graph: the spec needs a `forward:` section")]
+    if group.derivative_differs and forward and forward.derivative is None:
+        out.append((f"{where}.derivative_differs", "give forward.derivative: the vector-Jacobian product ort-autograd "
+                                                   "is judged by in this group"))
+    export = group.export
+    if export is None or forward is None:
+        return out
+    if isinstance(export.dynamic_axes, dict):
+        for name in export.dynamic_axes:
+            if name not in forward.inputs:
+                out.append((f"{where}.export.dynamic_axes.{name}", unknown_name("forward input", name, forward.inputs)))
+    if export.outputs == "required":
+        if not forward.optional_outputs:
+            out.append((f"{where}.export.outputs", f"{forward.op} has no forward.optional_outputs to leave off"))
+        unwritten = [i.name for i in spec.inputs if i.role == "grad_output" and i.grad_of in forward.optional_outputs]
+        for params in group_params(group):
+            if missing := [n for n in unwritten if n not in params.get(OMIT, ())]:
+                out.append((f"{where}.params.{OMIT}", f"omit {', '.join(missing)}: the forward node built with its required "
+                                                      "outputs only has no output for them to be the gradient of"))
+                break
     return out
 
 

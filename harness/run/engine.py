@@ -123,7 +123,8 @@ def request_for(prepared: Prepared, threads: int = 1) -> Request:
 def _forward_call(prepared: Prepared) -> ForwardCall | None:
     if prepared.case.spec.forward is None:
         return None
-    return ForwardCall(*forward_call_parts(prepared.case, prepared.inputs, prepared.forward_inputs))
+    return ForwardCall(*forward_call_parts(prepared.case, prepared.inputs, prepared.forward_inputs),
+                       export=prepared.case.group.export)
 
 
 def new_result(prepared: Prepared, backend: str) -> Result:

@@ -136,6 +136,14 @@ class Forward(Section):
     shapes: dict[Identifier, ShapeRule] = Field(
         {}, description="shape rules of the forward inputs the gradient op does not take (unless cases.shapes "
         "gives them)", examples=[{"X": {"shape_from": "dY"}}, {"B": {"shape_fn": "reference.ops.batch_norm_grad:channel_shape"}}])
+    optional_outputs: list[Identifier] = Field(
+        [], description="forward outputs an exporter may leave off the node (LayerNormalization's Mean and "
+        "InvStdDev): a group's `export: {outputs: required}` builds the forward node without them",
+        examples=[["mean", "inv_std_var"]])
+    derivative: Dotted | None = Field(
+        None, description="where the op's contract is not the forward op's derivative (groups marked "
+        "derivative_differs): module:function like the reference, giving the true vector-Jacobian product that "
+        "ort-autograd is judged by there", examples=["reference.ops.activations:leaky_relu_derivative"])
 
 
 class Tolerance(Section):
@@ -226,6 +234,23 @@ AnyGenerator = Annotated[Union[Annotated[Generator, Tag("float")], Annotated[Mas
                          Discriminator(_generator_kind)]
 
 
+AxisName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class Export(Section):
+    """How ort-autograd writes the forward graph of a group's cases, as an exporter does (torch.onnx.export):
+    kernel specs with a forward op and training-graph specs use it alike. Gradients asked for a subset of the
+    forward inputs are the `outputs` case param; forward outputs given no incoming gradient, an `omit` of
+    their optional grad_output."""
+    dynamic_axes: Literal["all"] | dict[Identifier, dict[int, AxisName | None]] | None = Field(
+        None, description="forward input -> {axis: name} as torch.onnx.export's dynamic_axes writes them (a null "
+        "name: an unknown dimension); all: every axis of every forward input named <input>_<axis>. The incoming "
+        "gradients are then declared with unknown dimensions too", examples=["all", {"X": {0: "batch", 1: "seq"}}])
+    outputs: Literal["all", "required"] = Field(
+        "all", description="required: the forward node writes only the outputs an exporter writes (leaving off "
+        "forward.optional_outputs), as transformers' opset-17 LayerNormalization does")
+
+
 class Group(Section):
     name: GroupName
     description: str = ""
@@ -243,6 +268,12 @@ class Group(Section):
     tags: list[GroupTag] = Field([], description="what the group is for beyond its cases: thread_split marks shapes that "
                                  "cross the C kernels' work splits (tests/openmp/test_omp_threads.py runs them at 1-4 "
                                  "threads)", examples=[["thread_split"]])
+    export: Export | None = Field(None, description="ort-autograd builds these cases' forward graph as an exporter "
+                                  "writes it: dynamic axes, required outputs only", examples=[{"dynamic_axes": "all"}])
+    derivative_differs: str | None = Field(
+        None, min_length=10, description="why the op's contract is not the forward op's derivative here (LeakyReluGrad "
+        "selects on Y, which differs from d/dX for alpha < 0): ort-autograd is judged by forward.derivative instead, "
+        "since a training graph must compute the derivative")
 
 
 class InvalidGroup(Group):
