@@ -6,6 +6,8 @@ axes and steps, Pad's pads and axes) included: they are cast back to int64 here,
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from reference._onnx import run
@@ -36,6 +38,21 @@ def slice(X, starts, ends, axes=None, steps=None):  # noqa: A001 - the ONNX op's
 
 
 def pad(X, pads, constant_value=None, axes=None, *, mode="constant"):
-    """Pad-18: pads [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over `axes` (all axes when omitted)."""
-    cv = None if constant_value is None else np.asarray(constant_value, dtype=np.asarray(X).dtype)
-    return run("Pad", 18, {"X": X, "pads": _ints(pads), "constant_value": cv, "axes": _ints(axes)}, mode=mode)
+    """Pad-18: pads [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over `axes` (all axes when omitted). onnx's
+    evaluator pads with np.pad, which takes no negative pads: it pads by the positive ones, and the negative ones
+    (a crop, as the schema says) are cut off here afterwards."""
+    X = np.asarray(X)
+    pads = _ints(pads)
+    cv = None if constant_value is None else np.asarray(constant_value, dtype=X.dtype)
+    Y = run("Pad", 18, {"X": X, "pads": np.maximum(pads, 0), "constant_value": cv, "axes": _ints(axes)}, mode=mode)
+    padded = list(range(X.ndim)) if axes is None else [int(a) % X.ndim for a in _ints(axes)]
+    n = len(padded)
+    if len(pads) != 2 * n:
+        raise ValueError(f"pads has {len(pads)} entries for {n} axes")
+    index = [builtins.slice(None)] * X.ndim  # this module's slice() is the ONNX op
+    for i, a in enumerate(padded):
+        begin, end = int(pads[i]), int(pads[i + n])
+        if X.shape[a] + begin + end < 0:
+            raise ValueError(f"pads {begin}, {end} remove more than axis {a}'s {X.shape[a]} elements")
+        index[a] = builtins.slice(-begin if begin < 0 else 0, Y.shape[a] + end if end < 0 else Y.shape[a])
+    return Y[tuple(index)]
