@@ -76,7 +76,7 @@ def _rng(case_seed: int, name: str) -> np.random.Generator:
 def _cast(values: np.ndarray, dtype: str) -> np.ndarray:
     target = dtypes.NUMPY[dtype]
     if target.kind in "iu":
-        values = np.rint(values)
+        values = np.asarray(np.rint(values))  # np.rint gives a NumPy scalar for a 0-d array
     with np.errstate(over="ignore", invalid="ignore"):
         return values.astype(target)
 
