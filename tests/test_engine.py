@@ -100,6 +100,9 @@ DIVERGENCE_ROWS = [
     (divergence(result="crash"), "off", "float32-basic/shape=7", ("fail", "wrong_values", "stub-div")),
     (divergence(), "crash", "float32-basic/shape=7", ("crashed", "crash", "stub-div")),
     (divergence(result="unsupported"), "reject", "float32-basic/shape=7", ("unsupported", "rejects_valid", "stub-div")),
+    # a refusal declared as a defect (a gradient builder refusing a valid model) is divergent, never unsupported
+    (divergence(result="rejects_valid"), "reject", "float32-basic/shape=7", ("divergent", "rejects_valid", "stub-div")),
+    (divergence(result="rejects_valid"), "off", "float32-basic/shape=7", ("fail", "wrong_values", "stub-div")),
     # (a) its dtypes: declared for float16 only, a float32 failure stays a failure
     (divergence(dtypes=["float16"]), "off", "float32-basic/shape=7", ("fail", "wrong_values", None)),
     (divergence(dtypes=["float16"]), "off", "float16-basic/shape=7", ("divergent", "wrong_values", "stub-div")),

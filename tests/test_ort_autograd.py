@@ -106,9 +106,3 @@ def test_only_its_own_divergences_must_reproduce(catalog):
     own = new_result(prepared, "ort")
     apply_divergences(prepared, own)
     assert own.divergence == "ort-gelugrad-inf" and own.divergence_reproduced is False
-
-
-def test_a_forward_op_that_draws_its_own_input_is_unsupported(catalog):
-    """Dropout draws its mask: the case's mask cannot be given to a training graph's Dropout node."""
-    outcome = build(request_for(case(catalog, "DropoutGrad", "basic/shape=7", tier="smoke")))
-    assert isinstance(outcome, Unsupported) and "draws its own mask" in outcome.reason

@@ -23,6 +23,7 @@ class ForwardCall:
     attributes: dict  # the forward node's attributes as the case writes them (the rest: the op's defaults)
     missing: str = ""  # why the case cannot run from its forward inputs (values planted in a forward output)
     export: Export | None = None  # the group's `export`: how an exporter would write the forward graph
+    seed: int = 0  # the case's seed: the forward op's own random draws (forward.draws) are made with it
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class Outputs:
     # What really computed them, where the backend chose it (ort-autograd: the gradient nodes ORT's
     # builder inserted, e.g. "com.microsoft.SoftmaxGrad_13(axis=1)"); recorded in the result.
     nodes: tuple[str, ...] = ()
+    # The forward op's own random draws (forward.draws: Dropout's mask) as the backend's graph drew them: the
+    # expected values are computed with these instead of the case's (harness.run.engine.judge).
+    draws: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,9 @@ class Backend:
     # The spec subjects (harness.spec.model.Subject) it runs; a training_graph spec on a backend without it is
     # not_registered, decided without running anything (harness.run.probe).
     SUBJECTS: ClassVar[tuple[str, ...]] = ("kernel",)
+    # True where the outputs are a training graph's gradients of the forward op (ort-autograd): in groups marked
+    # derivative_differs they are judged by the spec's forward.derivative, not the gradient op's contract.
+    DIFFERENTIATES_FORWARD: ClassVar[bool] = False
     timeout: float = DEFAULT_TIMEOUT
     name: str = field(default="", init=False)
     # Another backend whose spec `known_divergences` also apply here because it runs the same kernels

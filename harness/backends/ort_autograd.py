@@ -37,6 +37,7 @@ class GradientGraph:
     starts: dict[str, tuple[int, list[int | None]]]  # forward outputs given a gradient: (ONNX type, shape; None: unknown) of <Y>_grad
     fetches: list[str]  # their gradients, in the order of the spec outputs requested
     fetch_dtypes: list[str]
+    draws: list[str]  # the forward op's random draws, fetched after the gradients
 
 
 def build(request: Request) -> GradientGraph | Unsupported:
@@ -47,10 +48,9 @@ def build(request: Request) -> GradientGraph | Unsupported:
     if call.missing:
         return Unsupported(call.missing)
     forward = spec.forward
-    if forward.draws:
-        return Unsupported(f"{forward.op} draws its own {', '.join(forward.draws)} (forward.draws): the case's "
-                           f"{', '.join(forward.draws)} cannot be given to it, and the gradient depends on it")
-    values = {name: call.inputs.get(name) for name in forward.inputs}
+    # The forward op's random draws (Dropout's mask) are its own: built with a seed, fetched from the graph,
+    # and the expected gradient is computed with them (Outputs.draws).
+    values = {name: call.inputs.get(name) for name in forward.inputs if name not in forward.draws}
     if any(v is not None and dtypes.name_of(v.dtype) == "bfloat16" for v in values.values()):
         return Unsupported("bfloat16 cannot cross onnxruntime's Python API, and Cast nodes around the forward op "
                            "would put their own gradients into the graph under test")
@@ -78,7 +78,9 @@ def build(request: Request) -> GradientGraph | Unsupported:
         node_inputs.pop()
     attributes = {name: onnx_model._attribute_value(_attribute_type(spec, name), value)
                   for name, value in call.attributes.items()}
-    node_outputs = list(forward.outputs)
+    node_outputs = [*forward.outputs, *forward.draws]  # a draw is the output of the same name (Dropout's mask)
+    if forward.draws:
+        attributes.setdefault("seed", call.seed % 2**31)
     if export is not None and export.outputs == "required":  # as exporters write it: the optional outputs left off
         node_outputs = ["" if name in forward.optional_outputs else name for name in node_outputs]
         while node_outputs and node_outputs[-1] == "":
@@ -99,8 +101,10 @@ def build(request: Request) -> GradientGraph | Unsupported:
         return Unsupported("the case gives no incoming gradient: nothing flows back into the forward op")
     nodes.append(helper.make_node("ReduceSum", [next(iter(seeds))], [LOSS + "_sum"], keepdims=0))
     nodes.append(helper.make_node("Cast", [LOSS + "_sum"], [LOSS], to=TensorProto.FLOAT))
+    # the draws are graph outputs too, so that no optimisation drops them (Dropout at ratio 0 is an Identity)
     graph = helper.make_graph(nodes, f"{spec.op}_training", graph_inputs,
-                              [helper.make_tensor_value_info(LOSS, TensorProto.FLOAT, [])])
+                              [helper.make_tensor_value_info(LOSS, TensorProto.FLOAT, []),
+                               *(helper.make_empty_tensor_value_info(name) for name in forward.draws)])
     opsets = dict(DEFAULT_OPSETS)
     if forward.opset is not None:
         opsets[forward.domain] = forward.opset
@@ -110,7 +114,7 @@ def build(request: Request) -> GradientGraph | Unsupported:
     dynamic = export is not None and export.dynamic_axes is not None
     starts = {y: (int(dtypes.ONNX[dtypes.name_of(v.dtype)]), [None if dynamic else int(d) for d in v.shape])
               for y, v in seeds.items()}
-    return GradientGraph(model.SerializeToString(), feeds, wrt, starts, fetches, fetch_dtypes)
+    return GradientGraph(model.SerializeToString(), feeds, wrt, starts, fetches, fetch_dtypes, list(forward.draws))
 
 
 def _value_info(name: str, value: np.ndarray, dims: list):
@@ -157,6 +161,7 @@ def _short(message: str) -> str:
 
 class OrtAutogradBackend(OrtBackend):
     SUBJECTS = ("kernel", "training_graph")  # builds the forward op and lets ORT's builder write the gradient: both subjects
+    DIFFERENTIATES_FORWARD = True  # its outputs are the derivative a training graph computes (derivative_differs)
     HANDLER = "harness.backends.ort_autograd_session:handle"
 
     def __post_init__(self):
@@ -179,14 +184,17 @@ class OrtAutogradBackend(OrtBackend):
         try:
             reply = self.worker.call({"call": "run", "model": graph.model, "feeds": graph.feeds, "wrt": graph.wrt,
                                       "starts": graph.starts,
-                                      "fetches": graph.fetches, "threads": self.threads, "provider": self.provider},
+                                      "fetches": graph.fetches + graph.draws, "threads": self.threads,
+                                      "provider": self.provider},
                                      timeout=min(self.timeout, request.timeout or self.timeout))
         except HandlerError as e:
             return _classify(e)
         if isinstance(reply, (Crashed, TimedOut)):
             return reply
-        fetched = iter(a.astype(dtypes.NUMPY[d], copy=False) for a, d in zip(reply["outputs"], graph.fetch_dtypes))
-        return Outputs([next(fetched) if wanted else None for wanted in request.outputs], tuple(reply["nodes"]))
+        grads, drawn = reply["outputs"][:len(graph.fetches)], reply["outputs"][len(graph.fetches):]
+        fetched = iter(a.astype(dtypes.NUMPY[d], copy=False) for a, d in zip(grads, graph.fetch_dtypes))
+        return Outputs([next(fetched) if wanted else None for wanted in request.outputs], tuple(reply["nodes"]),
+                       dict(zip(graph.draws, drawn)))
 
     def time(self, request: Request, budget: dict):
         return Unsupported("ort-autograd is not benchmarked: its gradient nodes are the kernels `ort` times")

@@ -9,12 +9,15 @@ from harness.spec.dotted import resolve
 from harness.spec.model import Spec
 
 
-def evaluate(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[np.ndarray]:
-    """The reference outputs in float64, in the spec's output order."""
+def evaluate(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict, reference: str | None = None
+             ) -> list[np.ndarray]:
+    """The reference outputs in float64, in the spec's output order (`reference`: another function of the same
+    signature, e.g. forward.derivative)."""
+    reference = reference or spec.reference
     args = {name: None if v is None else np.asarray(v, dtype=np.float64) for name, v in inputs.items()}
     with np.errstate(all="ignore"):  # NaN and inf inputs are cases, not accidents
-        result = resolve(spec.reference)(**args, **resolve_attributes(spec, written))
+        result = resolve(reference)(**args, **resolve_attributes(spec, written))
     result = list(result) if isinstance(result, tuple) else [result]
     if len(result) != len(spec.outputs):
-        raise ValueError(f"{spec.reference} returned {len(result)} outputs; the spec has {len(spec.outputs)}")
+        raise ValueError(f"{reference} returned {len(result)} outputs; the spec has {len(spec.outputs)}")
     return [np.asarray(r, dtype=np.float64) for r in result]

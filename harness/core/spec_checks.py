@@ -177,7 +177,8 @@ def _hook_calls(spec: Spec) -> dict[str, tuple[str | None, int, tuple]]:
     if spec.forward:
         calls["forward.reference"] = (spec.forward.reference, 0, (*spec.forward.inputs, *spec.forward.attributes,
                                                                   *spec.forward.own_attributes))
-        calls["forward.derivative"] = (spec.forward.derivative, 0, inputs_and_attributes)
+        grads = [i.name for i in spec.inputs if i.role == "grad_output"]
+        calls["forward.derivative"] = (spec.forward.derivative, 0, (*grads, *spec.forward.inputs, *spec.attributes))
         for name, rule in spec.forward.shapes.items():
             calls[f"forward.shapes.{name}.shape_fn"] = (rule.shape_fn, 2, ())  # (op input shapes, params)
     for i, inp in enumerate(spec.inputs):

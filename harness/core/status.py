@@ -82,4 +82,4 @@ class Check(str, Enum):
 # Which declared divergence results explain which observed failure kinds.
 EXPLAINS = {"wrong_values": (Failure.WRONG_VALUES, Failure.WRONG_SHAPE), "crash": (Failure.CRASH,),
             "hang": (Failure.HANG,), "accepts_invalid": (Failure.ACCEPTS_INVALID,),
-            "unsupported": (Failure.REJECTS_VALID,)}
+            "unsupported": (Failure.REJECTS_VALID,), "rejects_valid": (Failure.REJECTS_VALID,)}

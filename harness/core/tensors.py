@@ -171,12 +171,15 @@ def forward_call_parts(case: Case, inputs: dict, forward_args: dict) -> tuple[di
     made_by_graph = [i.name for i in spec.inputs if i.role in DERIVED_ROLES
                      or getattr(spec.cases.inputs.get(i.name), "kind", "") == "shape_of"]
     planted = [name for name in made_by_graph if name in case.group.inputs]
+    forward_names = {i.name: i.forward_name or i.name for i in spec.inputs if i.role == "forward_input"}
     missing = ""
     if planted:
         missing = (f"group {case.group.name} sets {', '.join(planted)} directly, not through {forward.op}: "
                    "no forward inputs produced them")
-    elif overridden:
-        missing = (f"invalid group {case.group.name} gives {', '.join(overridden)} a shape of its own; a gradient "
+    elif unbuildable := [name for name in overridden
+                         if (of := forward_names.get(name)) is None or of not in forward.inputs or of in forward.draws]:
+        # a forward input of a shape of its own is a forward model the builder or the session must refuse
+        missing = (f"invalid group {case.group.name} gives {', '.join(unbuildable)} a shape of its own; a gradient "
                    f"graph takes its tensors from {forward.op}, so they cannot disagree there")
     by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
     values = {}

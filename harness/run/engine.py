@@ -17,7 +17,7 @@ a case gets the same status and detail wherever it runs.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 import numpy as np
@@ -124,7 +124,7 @@ def _forward_call(prepared: Prepared) -> ForwardCall | None:
     if prepared.case.spec.forward is None:
         return None
     return ForwardCall(*forward_call_parts(prepared.case, prepared.inputs, prepared.forward_inputs),
-                       export=prepared.case.group.export)
+                       export=prepared.case.group.export, seed=prepared.seed)
 
 
 def new_result(prepared: Prepared, backend: str) -> Result:
@@ -149,6 +149,10 @@ def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_f
     except Exception as e:  # noqa: BLE001 - a backend adapter bug: report it, keep the run going
         result.set(Status.ERROR, detail=f"backend raised {type(e).__name__}: {e}")
         return result
+    prepared = _judged_by(prepared, backend, outcome)
+    if prepared.problem:
+        result.set(Status.ERROR, detail=prepared.problem)
+        return result
     score(prepared, outcome, tolerance, result)
     if diagnose_failures and result.failure in (Failure.WRONG_VALUES, Failure.WRONG_SHAPE) \
             and isinstance(outcome, Outputs):
@@ -159,6 +163,33 @@ def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_f
             result.detail += f" | diagnosis: {result.diagnosis['summary']}"
     apply_divergences(prepared, result, backend.divergences_from, backend.inherited_must_reproduce)
     return result
+
+
+def _judged_by(prepared: Prepared, backend: Backend, outcome: Outcome) -> Prepared:
+    """The case as this outcome is judged: with the forward op's draws the backend's graph made (Dropout's mask)
+    in place of the case's, and by forward.derivative where a training graph's gradients must be the derivative
+    although the gradient op's contract is not (derivative_differs)."""
+    case = prepared.case
+    draws = outcome.draws if isinstance(outcome, Outputs) else {}
+    derivative = (case.spec.forward.derivative if backend.DIFFERENTIATES_FORWARD and case.group.derivative_differs
+                  and case.spec.forward else None)
+    if not case.valid or not (draws or derivative):
+        return prepared
+    by_forward_name = {(i.forward_name or i.name): i.name for i in case.spec.inputs}
+    inputs = {**prepared.inputs, **{by_forward_name.get(name, name): value for name, value in draws.items()}}
+    judged = replace(prepared, inputs=inputs)
+    try:
+        if derivative:  # a function of the incoming gradients and the forward inputs (forward.derivative)
+            grads = {i.name: inputs[i.name] for i in case.spec.inputs if i.role == "grad_output"}
+            args = {**grads, **{name: prepared.forward_inputs.get(name) for name in case.spec.forward.inputs}}
+            judged.expected = evaluate(case.spec, args, case.attributes, derivative)
+        else:
+            judged.expected = evaluate(case.spec, inputs, case.attributes)
+        judged.allowance, judged.allowance_notes = allowances(case.spec, inputs, case.attributes, case.dtype,
+                                                              judged.expected)
+    except Exception as e:  # noqa: BLE001 - a reference that fails on the backend's draw: an error result, not the end of the run
+        judged.problem = f"the reference on {backend.name}'s own draw of {', '.join(draws)}: {type(e).__name__}: {e}"
+    return judged
 
 
 def score(prepared: Prepared, outcome: Outcome, tolerance: Tolerance, result: Result) -> None:
@@ -252,7 +283,8 @@ def apply_divergences(prepared: Prepared, result: Result, same_kernels_as: str |
     for d in declared:
         if explains(d, result):
             result.divergence, result.divergence_reproduced = d.id, True
-            status = Status.UNSUPPORTED if result.failure == Failure.REJECTS_VALID else Status.DIVERGENT
+            by_design = result.failure == Failure.REJECTS_VALID and "unsupported" in d.results
+            status = Status.UNSUPPORTED if by_design else Status.DIVERGENT
             result.status = status.value
             result.detail = f"known divergence {d.id}: {d.summary} | observed: {result.detail}"
             return

@@ -131,8 +131,8 @@ class Forward(Section):
         examples=[{"epsilon": {"type": "float", "default": 1e-5}}])
     draws: list[Identifier] = Field(
         [], description="forward inputs that stand for the forward op's own random draw (Dropout's mask): the "
-        "forward reference takes them so that cases are deterministic, but the forward node does not; a backend "
-        "that runs the forward op itself (ort-autograd) cannot give it the case's draw", examples=[["mask"]])
+        "forward reference takes them so that cases are deterministic, but the forward node does not; ort-autograd "
+        "builds the node with a seed, fetches its output of that name and judges with that draw", examples=[["mask"]])
     shapes: dict[Identifier, ShapeRule] = Field(
         {}, description="shape rules of the forward inputs the gradient op does not take (unless cases.shapes "
         "gives them)", examples=[{"X": {"shape_from": "dY"}}, {"B": {"shape_fn": "reference.ops.batch_norm_grad:channel_shape"}}])
@@ -142,8 +142,9 @@ class Forward(Section):
         examples=[["mean", "inv_std_var"]])
     derivative: Dotted | None = Field(
         None, description="where the op's contract is not the forward op's derivative (groups marked "
-        "derivative_differs): module:function like the reference, giving the true vector-Jacobian product that "
-        "ort-autograd is judged by there", examples=["reference.ops.activations:leaky_relu_derivative"])
+        "derivative_differs): module:function(incoming gradients, forward inputs, attributes) -> the spec's outputs "
+        "as the true vector-Jacobian product, that ort-autograd is judged by there",
+        examples=["reference.ops.activations:leaky_relu_derivative"])
 
 
 class Tolerance(Section):
@@ -333,7 +334,9 @@ class Cases(Section):
     """groups of inputs every backend must reject, e.g. `invalid: [{name: bad_axis, why: axis out of range, params: {shape: [[2, 3]]}, attributes: {axis: 5}}]`"""  # noqa: E501 - one line in docs/spec-fields.md
 
 
-DivergenceResult = Literal["wrong_values", "crash", "hang", "accepts_invalid", "unsupported"]
+# unsupported: the backend cannot run valid inputs it is not meant to (reported unsupported); rejects_valid: it
+# refuses inputs it should run, a defect (a gradient builder refusing a valid model; reported divergent).
+DivergenceResult = Literal["wrong_values", "crash", "hang", "accepts_invalid", "unsupported", "rejects_valid"]
 
 
 class Divergence(Section):
@@ -345,7 +348,8 @@ class Divergence(Section):
     dtypes: list[DType] | None = Field(None, min_length=1, description="the dtypes covered; leave it out for all")
     outputs: list[str] | None = Field(None, min_length=1, description="the outputs affected; leave it out for all")
     result: DivergenceResult | list[DivergenceResult] = Field(
-        description="wrong_values, crash, hang, accepts_invalid or unsupported; a list when the backend's "
+        description="wrong_values, crash, hang, accepts_invalid, unsupported (cannot run it, by design) or "
+                    "rejects_valid (refuses it: a defect); a list when the backend's "
                     "behaviour depends on memory layout (an out-of-bounds read may crash or return garbage)")
     summary: str = Field(min_length=10, description="one line: what the backend does instead of the math")
     evidence: str = Field(min_length=10, description="what was run, what came back, which version, when")

@@ -28,6 +28,11 @@ def leaky_relu_grad(dY, Y, *, alpha):
     return np.where(Y > 0, dY, alpha * dY)
 
 
+def leaky_relu_derivative(dY, X, *, alpha):
+    """d/dX of LeakyRelu: what a training graph must compute (forward.derivative), selected on X."""
+    return np.where(X > 0, dY, alpha * dY)
+
+
 def quick_gelu_derivative(X, alpha):
     if alpha == 0:
         return np.where(np.isnan(X), np.nan, 0.5)  # x * sigmoid(0) = x / 2: slope 1/2, also at +/-inf

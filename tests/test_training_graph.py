@@ -1,0 +1,211 @@
+"""The training graph as users build it (issue 34): training_graph specs, forward graphs written as exporters write
+them (`export`), the forward op's own random draws, and the derivative as the judge where a kernel's contract
+is not it (`derivative_differs`). Each rule that turns an outcome into a status is loosened here on purpose."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+import pytest
+
+from harness.backends.base import Backend, Outputs, Support
+from harness.backends.ort_autograd import OrtAutogradBackend, build
+from harness.core.cases import expand
+from harness.core.spec_loader import load_catalog
+from harness.run.catalog import RunCatalog
+from harness.run.engine import judge, prepare, request_for
+from harness.run.probe import capability
+from harness.spec.errors import SpecError
+from tests.conftest import SPECS, copy_specs, edit
+
+OPS = ["MulGradient", "LayerNormalizationGrad", "DropoutGrad", "LeakyReluGrad"]
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return RunCatalog.of(load_catalog(SPECS, ops=OPS))
+
+
+@pytest.fixture(scope="module")
+def autograd():
+    backend = OrtAutogradBackend()
+    if reason := backend.availability():
+        pytest.fail(f"ort-autograd unavailable: {reason}")
+    yield backend
+    backend.close()
+
+
+def prepared(catalog, op, case_id, dtype="float32", tier="nightly"):
+    for c in expand(catalog.by_op(op), tier):
+        if c.id == case_id and c.dtype == dtype:
+            return prepare(c)
+    raise LookupError(f"{op} has no case {dtype}-{case_id}")
+
+
+def without_divergence(tmp_path, spec_file: str, divergence: str):
+    """A copy of the specs with one declared divergence removed."""
+    root = copy_specs(tmp_path / "specs")
+    path = root / spec_file
+    text = path.read_text()
+    start = text.index(f"  - id: {divergence}")
+    end = text.find("  - id:", start + 10)
+    end = end if end > 0 else text.index("\n\n", start) + 1
+    path.write_text(text[:start] + text[end:])
+    return root
+
+
+def judged(catalog, p, backend):
+    return judge(p, backend, catalog.tolerance(p.case.spec, p.case.dtype), diagnose_failures=False)
+
+
+@dataclass
+class Returns(Backend):
+    """Returns fixed outputs (and draws): what the judge makes of them is under test."""
+    values: tuple = ()
+    drawn: dict | None = None
+    differentiates: bool = False
+
+    def __post_init__(self):
+        self.name = "fixed"
+        self.SUBJECTS = ("kernel", "training_graph")
+        self.DIFFERENTIATES_FORWARD = self.differentiates
+
+    def probe(self, request):
+        return Support("supported", "assumed")
+
+    def run(self, request):
+        return Outputs(list(self.values), draws=self.drawn or {})
+
+
+# ---- training_graph specs -----------------------------------------------------------------------------------------
+
+class Refuses(Backend):
+    def __post_init__(self):
+        self.name = "kernels-only"
+
+    def probe(self, request):
+        raise AssertionError("a training_graph spec must be decided before any probe runs")
+
+
+def test_a_training_graph_spec_is_not_registered_on_kernel_backends_without_running(specs):
+    support = capability(Refuses(), specs.by_op("MulGradient"), "float32")
+    assert support.status == "not_registered" and "training_graph" in support.reason
+
+
+def test_a_training_graph_spec_runs_on_ort_autograd_and_names_the_builders_nodes(specs, autograd):
+    result = judged(specs, prepared(specs, "MulGradient", "broadcast/shapes=2x3x4,4"), autograd)
+    assert result.status == "pass", result.detail
+    assert any(n.startswith("ReduceSum") for n in result.nodes)  # dB summed back over the broadcast axes
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("op: MulGradient", "op: MulGrad", "name a training_graph spec after its forward op: MulGradient"),
+    ("forward: {op: Mul, opset: 14,", "forward: {op: Mul, opset: 14, domain: com.microsoft,",
+     "a training_graph spec lives in its forward op's domain"),
+    ("role: forward_input, description: Mul's second input.", "role: saved_activation, description: Mul's second input.",
+     "takes the forward op's inputs and the incoming gradients only"),
+    ("export: {dynamic_axes: all}", "export: {dynamic_axes: {Z: {0: batch}}}",
+     "unknown forward input 'Z'"),
+    ("export: {dynamic_axes: all}", "export: {outputs: required}", "Mul has no forward.optional_outputs"),
+])
+def test_training_graph_fields_are_checked(tmp_path, old, new, message):
+    root = copy_specs(tmp_path / "specs")
+    edit(root / "ai.onnx" / "MulGradient.yaml", old, new)
+    with pytest.raises(SpecError) as error:
+        load_catalog(root, ops=["MulGradient"])
+    assert message in str(error.value)
+
+
+# ---- export: the forward graph as exporters write it --------------------------------------------------------------
+
+def test_dynamic_axes_are_declared_as_the_exporter_names_them(specs):
+    graph = build(request_for(prepared(specs, "LayerNormalizationGrad", "exported/shape=2x3x8")))
+    model = onnx.load_from_string(graph.model)
+    x = next(i for i in model.graph.input if i.name == "X")
+    dims = [d.dim_param or d.dim_value for d in x.type.tensor_type.shape.dim]
+    assert dims == ["batch", "sequence", 8]
+    # the incoming gradient is then declared by rank only
+    assert graph.starts["Y"][1] == [None, None, None]
+
+
+def test_dynamic_axes_all_names_every_axis(specs):
+    graph = build(request_for(prepared(specs, "MulGradient", "dynamic_axes/shapes=2x1x4,1x3x1")))
+    model = onnx.load_from_string(graph.model)
+    named = {i.name: [d.dim_param for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+    assert named == {"A": ["A_0", "A_1", "A_2"], "B": ["B_0", "B_1", "B_2"]}
+
+
+def test_required_outputs_leave_the_optional_outputs_off_the_node(specs):
+    graph = build(request_for(prepared(specs, "LayerNormalizationGrad", "required_outputs/shape=2x3x8")))
+    node = onnx.load_from_string(graph.model).graph.node[0]
+    assert list(node.output) == ["Y"]
+    full = build(request_for(prepared(specs, "LayerNormalizationGrad", "dynamic_axes/shape=2x3x8;axis=-1")))
+    assert list(onnx.load_from_string(full.model).graph.node[0].output) == ["Y", "mean", "inv_std_var"]
+
+
+def test_a_builder_that_refuses_a_valid_exported_model_fails_unless_declared(tmp_path, autograd):
+    """LayerNormalization written with Y only, as transformers export it: the builder refuses it. Without the
+    spec's declared divergence that is a failure (a user's model cannot be trained), never `unsupported`."""
+    root = without_divergence(tmp_path, "com.microsoft/LayerNormalizationGrad.yaml", "ort-autograd-layernorm-required-outputs-refused")
+    catalog = RunCatalog.of(load_catalog(root, ops=["LayerNormalizationGrad"]))
+    result = judged(catalog, prepared(catalog, "LayerNormalizationGrad", "required_outputs/shape=2x3x8"), autograd)
+    assert (result.status, result.failure) == ("fail", "rejects_valid"), result.detail
+    assert "OutputDefs().size()" in result.detail and "onnxruntime_src" not in result.detail
+
+
+# ---- the forward op's own random draws ----------------------------------------------------------------------------
+
+def test_a_random_forward_op_is_built_with_a_seed_and_its_draw_fetched(specs):
+    p = prepared(specs, "DropoutGrad", "ratio_tenth/shape=4x16", tier="ci")
+    graph = build(request_for(p))
+    model = onnx.load_from_string(graph.model)
+    node = model.graph.node[0]
+    assert list(node.input) == ["data", "ratio", "training_mode"]  # the case's mask is not given to Dropout
+    assert list(node.output) == ["output", "mask"]
+    assert [a.i for a in node.attribute if a.name == "seed"] == [p.seed % 2**31]
+    assert graph.draws == ["mask"] and "mask" in [o.name for o in model.graph.output]
+
+
+def test_the_expected_gradient_is_computed_with_the_backends_draw(specs):
+    p = prepared(specs, "DropoutGrad", "ratio_tenth/shape=4x16", tier="ci")
+    dy, mask = p.inputs["dy"].astype(np.float64), p.inputs["mask"]
+    ratio = float(np.asarray(p.inputs["ratio"]).reshape(()))
+    other = ~mask  # a draw unlike the case's
+    with_other = (dy * other / (1 - ratio)).astype(np.float32)
+    with_case = (dy * mask / (1 - ratio)).astype(np.float32)
+    assert judged(specs, p, Returns(values=(with_other,), drawn={"mask": other})).status == "pass"
+    # judged against the case's own mask instead, the same outputs would fail: the draw is what decides
+    assert judged(specs, p, Returns(values=(with_other,), drawn={})).status == "fail"
+    assert judged(specs, p, Returns(values=(with_case,), drawn={"mask": other})).status == "fail"
+
+
+def test_dropout_runs_through_the_training_graph(specs, autograd):
+    p = prepared(specs, "DropoutGrad", "ratio_tenth/shape=4x16", tier="ci")
+    prepared_seed = p.seed % 2**31  # the builder copies Dropout's seed onto DropoutGrad
+    result = judged(specs, p, autograd)
+    assert result.status == "pass", result.detail
+    assert result.nodes == [f"com.microsoft.DropoutGrad(seed={prepared_seed})"]
+
+
+# ---- judged by the derivative where the contract is not it --------------------------------------------------------
+
+def test_derivative_differs_judges_a_training_graph_by_the_derivative(specs):
+    p = prepared(specs, "LeakyReluGrad", "negative_alpha/shape=5x8;alpha=-0.5", tier="ci")
+    dy, x = p.inputs["dY"].astype(np.float64), p.forward_inputs["X"]
+    contract = np.where(x * np.where(x > 0, 1, -0.5) > 0, dy, -0.5 * dy).astype(np.float32)  # selected on Y
+    derivative = np.where(x > 0, dy, -0.5 * dy).astype(np.float32)  # selected on X
+    assert (contract != derivative).any()
+    graph = dict(values=(), differentiates=True)
+    assert judged(specs, p, Returns(**{**graph, "values": (derivative,)})).status == "pass"
+    assert judged(specs, p, Returns(**{**graph, "values": (contract,)})).status == "fail"
+    # a kernel backend is judged by the op's contract in the same group
+    assert judged(specs, p, Returns(values=(contract,))).status == "pass"
+    assert judged(specs, p, Returns(values=(derivative,))).status == "fail"
+
+
+def test_orts_training_graph_for_negative_alpha_is_not_the_derivative(tmp_path, autograd):
+    root = without_divergence(tmp_path, "com.microsoft/LeakyReluGrad.yaml", "ort-autograd-leakyrelu-negative-alpha-not-derivative")
+    catalog = RunCatalog.of(load_catalog(root, ops=["LeakyReluGrad"]))
+    result = judged(catalog, prepared(catalog, "LeakyReluGrad", "negative_alpha/shape=5x8;alpha=-0.5", tier="ci"), autograd)
+    assert (result.status, result.failure) == ("fail", "wrong_values"), result.detail
