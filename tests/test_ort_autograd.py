@@ -89,6 +89,10 @@ def test_a_forward_op_without_gradient_is_unsupported_with_orts_message(spec_cop
      "The gradient builder has not been registered: Sum for node", Unsupported),
     ("Fatal error: com.microsoft:BiasFastGelu(-1) is not a registered function/op", Unsupported),
     ("[ShapeInferenceError] 'axis' must be in [-2 , 1]. Its actual value is: 2", Rejected),
+    ("Type Error: Type (tensor(double)) of input parameter (X) of operator (Gelu) in node (forward) is invalid.", Unsupported),
+    # a type clash in a node the builder wrote (float32 zeros for a float64 ScatterElements' gradient) is its defect
+    ("Type Error: Type parameter (T) of Optype (ScatterElements) bound to different types (tensor(double) and "
+     "tensor(float) in node (forward_Grad/ScatterElements_2).", Rejected),
 ])
 def test_builder_errors_are_capability_gaps_or_rejections(message, kind):
     outcome = classify_build_error(message)

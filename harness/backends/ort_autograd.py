@@ -143,8 +143,10 @@ def classify_build_error(message: str) -> Rejected | Unsupported:
     """The builder's refusals: no gradient for the op or the type is a capability gap; anything else
     (an attribute the forward op rejects, shapes that do not infer) is a rejection of the inputs."""
     message = _short(" ".join(message.split()))
-    if any(gap in message for gap in ("gradient builder has not been registered", "Type Error",
-                                      "Could not find an implementation", "is not a registered function/op")):
+    # A type the forward node does not take is a gap; a type clash in a node the builder wrote is its defect.
+    type_gap = "Type Error" in message and ("in node (forward)" in message or "in node (" not in message)
+    if type_gap or any(gap in message for gap in ("gradient builder has not been registered", "Could not find an "
+                                                  "implementation", "is not a registered function/op")):
         return Unsupported(f"ORT's gradient builder: {message}")
     return Rejected(f"gradient builder: {message}")
 
