@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", action="store_true", help="print a Markdown table (docs/coverage.md)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds before one op's check counts as a hang (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--builder", action="store_true",
+                   help="only the builder table: every forward op ORT's gradient builder differentiates, and its spec")
+    p.add_argument("--no-builder", action="store_true", help="only the training-op table")
     p.set_defaults(func=cmd_inventory)
 
     p = sub.add_parser("run-onnx", help="run ONNX backend-test directories (model.onnx + test_data_set_N)")
@@ -467,21 +470,34 @@ def cmd_probe(args) -> int:
 
 
 def cmd_inventory(args) -> int:
-    from harness.run import inventory  # lazy: only inventory uses it
+    import json
+
+    from harness.run import builder_table, inventory  # lazy: only inventory uses them
 
     catalog = load(args)
-    backend = None if args.no_ort else registry.create("ort", timeout=args.timeout)
-    try:
-        rows = inventory.rows(catalog.specs, backend, only=args.ops)
-    finally:
-        if backend is not None:
-            backend.close()
+    rows, builder_rows = [], []
+    if not args.builder:
+        backend = None if args.no_ort else registry.create("ort", timeout=args.timeout)
+        try:
+            rows = inventory.rows(catalog.specs, backend, only=args.ops)
+        finally:
+            if backend is not None:
+                backend.close()
+    if not args.no_builder and not args.no_ort:
+        progress, prober = builder_table.StderrProgress(), builder_table.Prober(timeout=args.timeout)
+        try:  # the probes' answers are cached: a second run starts no worker
+            builder_rows = builder_table.rows(catalog.specs, only=args.ops, progress=progress, prober=prober)
+        finally:
+            prober.close()
+            progress.done()
     if args.json:
-        print(inventory.format_json(rows))
-    elif args.markdown:
-        print(inventory.format_markdown(rows))
+        doc = {} if args.builder else json.loads(inventory.format_json(rows))
+        print(json.dumps(doc | ({"builder": builder_table.as_json(builder_rows)} if builder_rows else {}), indent=1))
     else:
-        print(inventory.format_text(rows))
+        fmt = (inventory.format_markdown, builder_table.format_markdown) if args.markdown else \
+            (inventory.format_text, builder_table.format_text)
+        parts = ([] if args.builder else [fmt[0](rows)]) + ([fmt[1](builder_rows)] if builder_rows else [])
+        print(("\n\n" if args.markdown else "\n\n== gradient builder ==\n").join(parts))
     return EXIT_OK
 
 
