@@ -36,7 +36,9 @@ def run(request: dict) -> dict:
 
 
 def _graph(request: dict) -> tuple:
-    key = (hashlib.sha256(request["model"]).hexdigest(), tuple(request["wrt"]), tuple(request["starts"]),
+    # the starts' shapes too: the graph declares `<Y>_grad` with them, and one forward model (Reshape's shape
+    # fed as an input) gives outputs of different shapes
+    key = (hashlib.sha256(request["model"]).hexdigest(), tuple(request["wrt"]), repr(sorted(request["starts"].items())),
            request["threads"], request["provider"])
     if key in _graphs:
         _graphs.move_to_end(key)
