@@ -143,10 +143,12 @@ static const int32_t DT_DROPOUT[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16, OPC_BFL
 static const char *const DROPOUT_IN[] = {"dy", "mask", "ratio", "training_mode"};
 static const uint8_t DROPOUT_OPT[] = {0, 0, 1, 1};
 static const char *const DROPOUT_OUT[] = {"dx"};
+/* Dropout's seed: ORT's gradient builder copies it onto the node; the mask is an input, so it is taken and not read */
+static const char *const DROPOUT_ATTR[] = {"seed"};
 
 OPC_DEFINE_OP(DropoutGrad) = {
     .desc = {.name = "DropoutGrad", OPC_INPUTS(DROPOUT_IN, DROPOUT_OPT), OPC_OUTPUTS(DROPOUT_OUT),
-             OPC_DTYPES(DT_DROPOUT),
+             OPC_DTYPES(DT_DROPOUT), OPC_ATTRS(DROPOUT_ATTR),
              .notes = "dx = mask ? dy / (1 - ratio) : 0 in training mode with ratio > 0, else dy; ratio default 0.5 "
                       "in [0, 1), training_mode default false; ratio and training_mode scalars"},
     .prepare = opc_prep_dropout_grad, .exec = opc_exec_dropout_grad};

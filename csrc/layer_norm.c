@@ -211,7 +211,8 @@ static const char *const RMS_IN[] = {"Y_grad", "X", "scale", "inv_std_var"};
 static const uint8_t RMS_OPT[] = {0, 0, 0, 0};
 static const char *const LN_OUT[] = {"X_grad", "scale_grad", "bias_grad"};
 static const char *const RMS_OUT[] = {"X_grad", "scale_grad"};
-static const char *const LN_ATTR[] = {"axis"};
+/* epsilon and stash_type: the forward op's, copied onto the node by ORT's gradient builder; taken, not read */
+static const char *const LN_ATTR[] = {"axis", "epsilon", "stash_type"};
 
 OPC_DEFINE_OP(LayerNormalizationGrad) = {
     .desc = {.name = "LayerNormalizationGrad", OPC_INPUTS(LN_IN, LN_OPT), OPC_OUTPUTS(LN_OUT), OPC_DTYPES(DT_LN),

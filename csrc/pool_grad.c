@@ -512,7 +512,9 @@ int32_t opc_exec_avgpool_grad(opc_call *c, const void *plan_v, opc_tensor *outs)
 static const int32_t DT_POOL[] = {OPC_FLOAT, OPC_DOUBLE};
 static const char *const MPG_IN[] = {"dY", "Indices"};
 static const uint8_t MPG_OPT[] = {0, 0};
-static const char *const MPG_ATTR[] = {"dX_shape"};
+/* MaxPool's attributes, copied onto the node by ORT's gradient builder: taken, not read (Indices say where) */
+static const char *const MPG_ATTR[] = {"dX_shape", "kernel_shape", "strides", "pads", "dilations", "ceil_mode",
+                                       "auto_pad", "storage_order"};
 static const char *const APG_IN[] = {"dY"};
 static const uint8_t APG_OPT[] = {0};
 static const char *const APG_ATTR[] = {"kernel_shape", "strides", "auto_pad", "pads", "count_include_pad",

@@ -209,3 +209,31 @@ def test_orts_training_graph_for_negative_alpha_is_not_the_derivative(tmp_path, 
     catalog = RunCatalog.of(load_catalog(root, ops=["LeakyReluGrad"]))
     result = judged(catalog, prepared(catalog, "LeakyReluGrad", "negative_alpha/shape=5x8;alpha=-0.5", tier="ci"), autograd)
     assert (result.status, result.failure) == ("fail", "wrong_values"), result.detail
+
+
+# ---- the kernel specs take the nodes the builder writes -----------------------------------------------------------
+
+def _node_attributes(node: str) -> tuple[str, set[str]]:
+    """('LayerNormalizationGrad', {'axis', 'epsilon'}) from 'com.microsoft.LayerNormalizationGrad(axis=-1, epsilon=...)'."""
+    head, _, args = node.partition("(")
+    return head.rsplit(".", 1)[-1], {part.split("=", 1)[0] for part in args.rstrip(")").split(", ") if "=" in part}
+
+
+def test_every_attribute_the_builder_writes_on_a_kernel_node_is_in_its_spec(autograd):
+    """A training graph's own gradient nodes can be replayed on reference, openmp and ort only if each kernel spec
+    declares what the builder copies onto its node (MaxPoolGrad gets MaxPool's kernel_shape...): one smoke case
+    of every kernel spec with a forward op, run through ort-autograd, names them."""
+    catalog = RunCatalog.of(load_catalog(SPECS))
+    kernels = {s.op: s for s in catalog.specs if s.subject == "kernel"}
+    checked, missing = set(), []
+    for spec in kernels.values():
+        if spec.forward is None:
+            continue
+        case = next(c for c in expand(spec, "smoke") if c.valid and c.dtype == "float32")
+        result = judged(catalog, prepare(case), autograd)
+        for op, names in map(_node_attributes, result.nodes or []):
+            if op in kernels:
+                checked.add(op)
+                missing += [f"{op}.{n}" for n in sorted(names - set(kernels[op].attributes))]
+    assert not missing, f"the builder writes attributes the specs do not declare (copied_by_builder): {missing}"
+    assert {"MaxPoolGrad", "DropoutGrad", "LayerNormalizationGrad", "ConvGrad"} <= checked

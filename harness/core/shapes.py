@@ -44,7 +44,8 @@ class CaseError(ValueError):
 def resolve_attributes(spec: Spec, written: dict) -> dict:
     """Every attribute the op has: the written value, else its default; and the model-declared output shapes
     that came with them (Spec.declared_shapes)."""
-    resolved = {name: written.get(name, attr.default) for name, attr in spec.attributes.items()}
+    resolved = {name: written.get(name, attr.default) for name, attr in spec.attributes.items()
+                if not attr.copied_by_builder}  # taken by the node, never read by the op (Attribute.copied_by_builder)
     resolved.update({key: written[key] for key in spec.declared_shapes() if key in written})
     return resolved
 
@@ -66,8 +67,8 @@ def forward_of(case: ShapedCase) -> Forward:
 def forward_attributes(case: ShapedCase) -> dict:
     """The forward op's attributes: the shared spec attributes, then its own (group params override defaults)."""
     spec, forward = case.spec, forward_of(case)
-    attrs = resolve_attributes(spec, case.node_attributes)
-    shared = {a: attrs[a] for a in forward.attributes}
+    written = case.node_attributes
+    shared = {a: written.get(a, spec.attributes[a].default) for a in forward.attributes}
     own = {name: case.params.get(name, attr.default) for name, attr in forward.own_attributes.items()}
     return {**shared, **own}
 

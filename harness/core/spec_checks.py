@@ -166,7 +166,8 @@ def _case_count_problems(spec: Spec) -> list[tuple[str, str]]:
 # How the harness calls each hook a spec names: field -> (path, positional arguments, keyword names).
 def _hook_calls(spec: Spec) -> dict[str, tuple[str | None, int, tuple]]:
     """A path is None where the spec names no such hook."""
-    inputs_and_attributes = (*[i.name for i in spec.inputs], *spec.attributes, *spec.declared_shapes())
+    read = [name for name, attr in spec.attributes.items() if not attr.copied_by_builder]
+    inputs_and_attributes = (*[i.name for i in spec.inputs], *read, *spec.declared_shapes())
     calls: dict[str, tuple[str | None, int, tuple]] = {"reference": (spec.reference, 0, inputs_and_attributes),
              "valid_if": (spec.valid_if, 2, ()),  # (shapes, attributes)
              "valid_values": (spec.valid_values, 2, ()),  # (inputs, attributes)

@@ -179,7 +179,7 @@ def _judged_by(prepared: Prepared, backend: Backend, outcome: Outcome) -> Prepar
     inputs = {**prepared.inputs, **{by_forward_name.get(name, name): value for name, value in draws.items()}}
     judged = replace(prepared, inputs=inputs)
     try:
-        if derivative:  # a function of the incoming gradients and the forward inputs (forward.derivative)
+        if derivative and case.spec.forward:  # a function of the incoming gradients and the forward inputs
             grads = {i.name: inputs[i.name] for i in case.spec.inputs if i.role == "grad_output"}
             args = {**grads, **{name: prepared.forward_inputs.get(name) for name in case.spec.forward.inputs}}
             judged.expected = evaluate(case.spec, args, case.attributes, derivative)

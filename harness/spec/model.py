@@ -98,6 +98,9 @@ class Attribute(Section):
     """the largest valid value, e.g. `max: 1`"""
     allowed: list[Any] | None = Field(None, min_length=1, description="the only values allowed")
     axis_of: str | None = Field(None, description="the input this attribute is an axis of: [-rank, rank)")
+    copied_by_builder: bool = Field(False, description="true: ORT's gradient builder copies it onto the node from the "
+                                    "forward op (MaxPoolGrad gets MaxPool's kernel_shape) and the op does not read it: "
+                                    "backends take it, the reference never sees it")
     description: str = ""
     """what the attribute means, e.g. `description: The axis to normalize over.`"""
 
