@@ -18,14 +18,14 @@ from harness.core.cases import expand
 from harness.core.gradcheck import applies as gradient_applies
 from harness.core.spec_loader import load_catalog
 
-OPS = ("ReluGrad", "GeluGrad", "SoftmaxGrad_13", "LogSoftmaxGrad_13")
+OPS = ("ReluGrad", "GeluGrad", "SoftmaxGrad_13", "LogSoftmaxGrad_13", "MaxPoolGrad", "AveragePoolGrad", "MulGradient")
 LINE = re.compile(r'^    case\("(smoke|ci|nightly)", "(\w+)", "(.+)"\),$')
 
 
 def make_project(tmp_path: Path, ops=OPS) -> Path:
     """tmp/specs with a few specs (and the shared files), tmp/generated_tests generated from them."""
     specs = copy_specs(tmp_path / "specs")  # without the repository's waivers: they name ops this copy may not have
-    for path in specs.glob("com.microsoft/*.yaml"):
+    for path in [*specs.glob("com.microsoft/*.yaml"), *specs.glob("ai.onnx/*.yaml")]:
         if path.stem not in ops:
             path.unlink()
     assert main(["gen-tests", "--specs", str(specs), "--no-builtin-specs"]) == 0
@@ -127,22 +127,27 @@ def test_markers_select_tier_backend_dtype_and_op(tmp_path):
         assert result.returncode == 0, result.stdout + result.stderr
         return [line for line in result.stdout.splitlines() if "::" in line]
 
-    backends = len(registry.known())  # the built-ins and any installed plugin
+    # the built-ins and any installed plugin; a training_graph spec only on the backends that run one
+    backends = {s.id: sum(s.subject in registry.subjects(n) for n in registry.known()) for s in catalog.specs}
+    kernels = [s for s in catalog.specs if s.subject == "kernel"]
+    assert len(kernels) < len(catalog.specs)
     counts = {t: sum(len(expand(s, t)) for s in catalog.specs) for t in ("smoke", "ci", "nightly")}
+    items = {t: sum(len(expand(s, t)) * backends[s.id] for s in catalog.specs) for t in counts}
     gradients = {t: sum(1 for s in catalog.specs for c in expand(s, t) if gradient_applies(c)) for t in counts}
     for tier in ("smoke", "ci", "nightly"):  # smoke within ci within nightly
-        assert len(collected("-m", tier)) == counts[tier] * backends + gradients[tier]
-    assert len(collected("-m", "smoke and ort")) == counts["smoke"] + gradients["smoke"]  # the reference judges ort
+        assert len(collected("-m", tier)) == items[tier] + gradients[tier]
+    on_ort = sum(len(expand(s, "smoke")) for s in kernels)
+    assert len(collected("-m", "smoke and ort")) == on_ort + gradients["smoke"]  # the reference judges ort
     smoke_ort = collected("-m", "smoke and ort and not gradient")
-    assert smoke_ort and all(i.endswith("-ort]") for i in smoke_ort) and len(smoke_ort) == counts["smoke"]
+    assert smoke_ort and all(i.endswith("-ort]") for i in smoke_ort) and len(smoke_ort) == on_ort
     exact = collected("-m", "SoftmaxGrad_13 and float16")
     assert exact and all("test_SoftmaxGrad_13.py::test_SoftmaxGrad_13" in i and "[float16-" in i for i in exact)
     assert len(collected("-k", "SoftmaxGrad_13")) > len(collected("-m", "SoftmaxGrad_13"))  # -k is a substring match
     # a backend named at run time joins every case, with its own marker; gradient tests carry it too
     extra = ["--opconform-backend", "onnx-backend:onnxruntime.backend", "-m", "smoke and onnx_backend_onnxruntime_backend"]
     adapter = collected(*extra)
-    assert len(adapter) == counts["smoke"] + gradients["smoke"]
-    assert sum(i.endswith("-onnx-backend:onnxruntime.backend]") for i in adapter) == counts["smoke"]
+    assert len(adapter) == on_ort + gradients["smoke"]
+    assert sum(i.endswith("-onnx-backend:onnxruntime.backend]") for i in adapter) == on_ort
 
 
 def test_a_case_the_spec_no_longer_has_fails_clearly(tmp_path):

@@ -44,11 +44,14 @@ def test_generated_tests_give_the_results_of_opconform_run(tmp_path, capsys):
     result = run_pytest(project, "-m", f"smoke and ({defaults})", "-n", "2", "--opconform-results", str(tmp_path / "pytest"),
                         "--junitxml", str(tmp_path / "junit.xml"))
     assert result.returncode == 0, result.stdout[-3000:]
-    # the same statuses, details, metrics and order: one engine
-    assert (tmp_path / "pytest" / "results.jsonl.gz").read_bytes() == (tmp_path / "run" / "results.jsonl.gz").read_bytes()
+    # the same statuses, details, metrics and order: one engine. A training_graph spec (MulGradient) has no test
+    # items on backends that run single kernels: `run` reports those cells unsupported from the probe alone.
+    run = records(tmp_path / "run")
+    kernel_only = [r for r in run if r["op"].endswith("Gradient") and r["backend"] not in ("reference", "ort-autograd")]
+    assert kernel_only and all(r["status"] == "unsupported" and "training_graph spec" in r["detail"] for r in kernel_only)
+    assert records(tmp_path / "pytest") == [r for r in run if r not in kernel_only]
     summary = json.loads((tmp_path / "pytest" / "summary.json").read_text())
     assert summary["verdict"] == {"passed": True, "reasons": []}
-    assert summary["totals"] == json.loads((tmp_path / "run" / "summary.json").read_text())["totals"]
     assert "verdict: PASS" in result.stdout
     for name, info in summary["backends"].items():  # ort-cuda without a GPU: skipped with its reason, never a pass
         if not info["available"]:

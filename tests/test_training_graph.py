@@ -237,3 +237,23 @@ def test_every_attribute_the_builder_writes_on_a_kernel_node_is_in_its_spec(auto
                 missing += [f"{op}.{n}" for n in sorted(names - set(kernels[op].attributes))]
     assert not missing, f"the builder writes attributes the specs do not declare (copied_by_builder): {missing}"
     assert {"MaxPoolGrad", "DropoutGrad", "LayerNormalizationGrad", "ConvGrad"} <= checked
+
+
+def test_the_generated_suite_gives_a_training_graph_spec_no_items_on_kernel_backends():
+    """'without cost': no test item at all for ort, openmp or ort-cuda on a training_graph spec; reference and
+    ort-autograd keep theirs, and a kernel spec keeps every backend."""
+    import subprocess
+    import sys
+
+    from harness import backends as registry
+    from tests.conftest import REPO
+
+    assert registry.subjects("ort") == ("kernel",) and "training_graph" in registry.subjects("ort-autograd")
+    assert "training_graph" in registry.subjects("some-plugin")  # a plugin runs the ones it declares
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "generated_tests/test_ai_onnx_MulGradient.py", "generated_tests/test_ReluGrad.py"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    ids = [line for line in out.splitlines() if "::" in line]
+    mul = [i for i in ids if "MulGradient.py::test_MulGradient[" in i]
+    assert mul and all(i.endswith(("-reference]", "-ort-autograd]")) for i in mul), mul[:5]
+    assert any(i.endswith("-ort]") for i in ids if "ReluGrad.py::test_ReluGrad[" in i)

@@ -154,6 +154,16 @@ def create(name: str, threads: int = 1, timeout: float = DEFAULT_TIMEOUT) -> Bac
     return PluginBackend(threads=threads, timeout=timeout, entry=name)
 
 
+def subjects(name: str) -> tuple[str, ...]:
+    """The spec subjects a backend runs (Backend.SUBJECTS): a built-in's class says; a plugin runs a training_graph
+    spec it declares; command and ONNX-backend adapters run single nodes."""
+    if name in FACTORIES:
+        return FACTORIES[name].SUBJECTS
+    if name in _commands or name.startswith(ONNX_BACKEND):
+        return ("kernel",)
+    return ("kernel", "training_graph")
+
+
 def worker_classes(names) -> list[type]:
     """The built-in backend classes among `names` (their worker templates can start early)."""
     return [FACTORIES[n] for n in names if n in FACTORIES]
