@@ -32,7 +32,7 @@ def split_13(X, split=None, *, axis=0):
     return run("Split", 13, {"X": X, "split": _ints(split)}, outputs=3, axis=axis)
 
 
-def slice(X, starts, ends, axes=None, steps=None):  # noqa: A001 - the ONNX op's name
+def slice(X, starts, ends, axes=None, steps=None):
     return run("Slice", 13, {"X": X, "starts": _ints(starts), "ends": _ints(ends), "axes": _ints(axes),
                              "steps": _ints(steps)})
 

@@ -5,7 +5,6 @@ import numpy as np
 
 from reference._math import unbroadcast
 
-
 # ---- MatMul ----------------------------------------------------------------------------------------------
 
 def _as_matrices(A_shape, B_shape):
