@@ -108,6 +108,7 @@ def test_a_training_graph_spec_runs_on_ort_autograd_and_names_the_builders_nodes
     ("export: {dynamic_axes: all}", "export: {dynamic_axes: {Z: {0: batch}}}",
      "unknown forward input 'Z'"),
     ("export: {dynamic_axes: all}", "export: {outputs: required}", "Mul has no forward.optional_outputs"),
+    ("export: {dynamic_axes: all}", "export: {constants: [B]}", "dB: the gradient of a constant"),
 ])
 def test_training_graph_fields_are_checked(tmp_path, old, new, message):
     root = copy_specs(tmp_path / "specs")
@@ -134,6 +135,14 @@ def test_dynamic_axes_all_names_every_axis(specs):
     model = onnx.load_from_string(graph.model)
     named = {i.name: [d.dim_param for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
     assert named == {"A": ["A_0", "A_1", "A_2"], "B": ["B_0", "B_1", "B_2"]}
+
+
+def test_constants_are_initializers_and_get_no_gradient(specs):
+    graph = build(request_for(prepared(specs, "LayerNormalizationGrad", "frozen_weights/shape=2x3x8;outputs=X_grad")))
+    model = onnx.load_from_string(graph.model)
+    assert sorted(i.name for i in model.graph.initializer) == ["B", "scale"]
+    assert [i.name for i in model.graph.input] == ["X"] and set(graph.feeds) == {"X", "Y_grad"}
+    assert graph.wrt == ["X"]
 
 
 def test_required_outputs_leave_the_optional_outputs_off_the_node(specs):

@@ -65,8 +65,8 @@ def build(request: Request, bfloat16_as_float32: bool = True) -> OneNodeModel:
     node_outputs, fetches, fetch_dtypes = [], [], []
     declared = spec.declared_shapes()
     for out, wanted in zip(spec.outputs, request.outputs):
-        if not wanted:
-            node_outputs.append("")
+        if not wanted:  # a required output is still written on the node (the op must produce it), just not fetched
+            node_outputs.append("" if out.optional else out.name)
             continue
         node_outputs.append(out.name)
         dtype = spec.dtype_of(out, request.dtype)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from harness.backends import onnx_model
 from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
@@ -68,10 +68,13 @@ def build(request: Request) -> GradientGraph | Unsupported:
         fetch_dtypes.append(spec.dtype_of(out, request.dtype))
 
     export = call.export
-    graph_inputs, feeds, node_inputs = [], {}, []
+    constants = set(export.constants) if export is not None else set()
+    graph_inputs, feeds, node_inputs, initializers = [], {}, [], []
     for name, value in values.items():
         node_inputs.append("" if value is None else name)
-        if value is not None:
+        if value is not None and name in constants:  # folded to a constant by the exporter
+            initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        elif value is not None:
             graph_inputs.append(_value_info(name, value, _dims(export, name, value)))
             feeds[name] = value
     while node_inputs and node_inputs[-1] == "":
@@ -104,7 +107,8 @@ def build(request: Request) -> GradientGraph | Unsupported:
     # the draws are graph outputs too, so that no optimisation drops them (Dropout at ratio 0 is an Identity)
     graph = helper.make_graph(nodes, f"{spec.op}_training", graph_inputs,
                               [helper.make_tensor_value_info(LOSS, TensorProto.FLOAT, []),
-                               *(helper.make_empty_tensor_value_info(name) for name in forward.draws)])
+                               *(helper.make_empty_tensor_value_info(name) for name in forward.draws)],
+                              initializer=initializers)
     opsets = dict(DEFAULT_OPSETS)
     if forward.opset is not None:
         opsets[forward.domain] = forward.opset

@@ -335,6 +335,15 @@ def _check_group_graph(spec: Spec, group, where: str) -> list[tuple[str, str]]:
         for name in export.dynamic_axes:
             if name not in forward.inputs:
                 out.append((f"{where}.export.dynamic_axes.{name}", unknown_name("forward input", name, forward.inputs)))
+    for name in export.constants:
+        if name not in forward.inputs:
+            out.append((f"{where}.export.constants", unknown_name("forward input", name, forward.inputs)))
+    constant_grads = [o.name for o in spec.outputs if o.grad_of in export.constants]
+    for params in group_params(group) if constant_grads else []:
+        if asked := [n for n in params.get(OUTPUTS) or constant_grads if n in constant_grads]:
+            out.append((f"{where}.params.{OUTPUTS}", f"{', '.join(asked)}: the gradient of a constant; request the "
+                                                     "other outputs only (`outputs: [[...]]`)"))
+            break
     if export.outputs == "required":
         if not forward.optional_outputs:
             out.append((f"{where}.export.outputs", f"{forward.op} has no forward.optional_outputs to leave off"))

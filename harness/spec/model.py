@@ -253,6 +253,10 @@ class Export(Section):
     outputs: Literal["all", "required"] = Field(
         "all", description="required: the forward node writes only the outputs an exporter writes (leaving off "
         "forward.optional_outputs), as transformers' opset-17 LayerNormalization does")
+    constants: list[Identifier] = Field(
+        [], description="forward inputs written as initializers, as exporters write the shapes, axes, pads and "
+        "repeats they fold to constants: the builder sees their values (and may take static paths) and they get "
+        "no gradient", examples=[["shape"]])
 
 
 class Group(Section):
