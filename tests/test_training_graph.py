@@ -266,3 +266,33 @@ def test_the_generated_suite_gives_a_training_graph_spec_no_items_on_kernel_back
     mul = [i for i in ids if "MulGradient.py::test_MulGradient[" in i]
     assert mul and all(i.endswith(("-reference]", "-ort-autograd]")) for i in mul), mul[:5]
     assert any(i.endswith("-ort]") for i in ids if "ReluGrad.py::test_ReluGrad[" in i)
+
+
+@dataclass
+class RejectsFull(Backend):
+    """Answers a request for the case's own outputs; rejects (or answers) a request for every output."""
+    answer: tuple = ()
+    reject_subset: bool = False
+
+    def __post_init__(self):
+        self.name = "rejects-full"
+
+    def run(self, request):
+        from harness.backends.base import Rejected
+
+        if all(request.outputs) or self.reject_subset:
+            return Rejected("the gradient builder refuses the other inputs' gradients")
+        return Outputs([a if wanted else None for a, wanted in zip(self.answer, request.outputs)])
+
+
+def test_an_output_subset_check_whose_full_run_is_refused_is_not_a_pass_nor_a_failure(specs):
+    """A builder that refuses the gradient of the other inputs (Pow's exponent) is judged by the cases that ask
+    for it; the subset check then says it could not check (unsupported), never pass. A refused subset fails."""
+    from harness.run.self_consistency import output_subset
+
+    p = prepared(specs, "LayerNormalizationGrad", "frozen_weights/shape=2x3x8;outputs=X_grad")
+    answer = tuple(v.astype(np.float32) for v in p.expected)
+    result = output_subset(p, RejectsFull(answer=answer))
+    assert result.status == "unsupported" and "full run was rejected" in result.detail
+    refused = output_subset(p, RejectsFull(answer=answer, reject_subset=True))
+    assert (refused.status, refused.failure) == ("fail", "rejects_valid")
