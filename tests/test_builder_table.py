@@ -68,8 +68,10 @@ def test_rows_map_to_the_covering_spec(few_specs):
     assert spec == "com.microsoft::ReluGrad@1"  # a kernel spec whose forward op is Relu
     spec, how = bt.coverage("ai.onnx", "Relu", 6, index, table)  # Relu-6 has Relu-14's inputs and attributes
     assert spec == "com.microsoft::ReluGrad@1" and "same inputs" in how
-    spec, how = bt.coverage("ai.onnx", "Mul", 6, index, table)  # Mul-6 has the broadcast attribute: another form
+    spec, how = bt.coverage("ai.onnx", "Mul", 6, index, {})  # Mul-6 has the broadcast attribute: another form
     assert spec == "" and "no spec of this form" in how and "MulGradient" in how
+    spec, how = bt.coverage("ai.onnx", "Mul", 6, index, table)  # the probe file's reason replaces that
+    assert spec == "" and "broadcast" in how and "MulGradient" in how
     spec, _ = bt.coverage("ai.onnx", "BatchNormalization", 15, index, table)  # the rewrite's op: BatchNormInternal
     assert spec == "com.microsoft::BatchNormalizationGrad@1"
 
@@ -125,3 +127,90 @@ def test_the_cache_answers_the_second_time(tmp_path, monkeypatch):
     first = bt.probe_all(probes, prober)
     assert worker.calls == len(probes) and bt.cache_file().exists()
     assert bt.probe_all(probes, prober) == first and worker.calls == len(probes)  # no probe asked again
+
+
+# ---------------------------------------------------------------- every row: a spec or a reason
+
+def test_every_reason_names_a_probed_op_version():
+    # a `reasons:` key with a typo, a version the op never had, or an empty/multi-line text
+    table = bt.probe_file()
+    assert table.get("reasons"), "harness/data/builder_probes.yaml lists no reasons"
+    assert bt.reason_key_problems(table, bt.plan()) == []
+
+
+def test_a_bad_reason_key_is_reported():
+    probes = bt.plan(["Add", "MegatronF"])
+    table = {"reasons": {"ai.onnx::Add@5": "x", "ai.onnx::Ad@1": "x", "com.microsoft::MegatronF": "",
+                         "ai.onnx::Add@1,6": "fine"}}
+    problems = bt.reason_key_problems(table, probes)
+    assert [p.split(":")[2] for p in problems] == ["Add@5", "Ad@1", "MegatronF"], problems
+
+
+def _forward_spec(spec_id: str, op: str, opset: int, domain: str = ""):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(id=spec_id, forward=SimpleNamespace(op=op, opset=opset, domain=domain))
+
+
+FIXTURE_OPS = ["Add", "Squeeze", "Clip", "MegatronF", "ScaledSum"]
+
+
+@pytest.fixture(scope="module")
+def fixture_rows():
+    """The table's rows for a few ops, every probe answered `gradient` by a stand-in worker (no ORT call) and
+    covered by stand-in specs of the newest forms, with the committed probe file's reasons: whatever other
+    specs hold, these rows depend only on the probe file."""
+    prober = bt.Prober()
+    prober._workers[bt.HANDLER] = CrashingWorker({"ok": True, "nodes": ["Identity"]})
+    specs = [_forward_spec("ai.onnx::AddGradient@14", "Add", 14),
+             _forward_spec("ai.onnx::SqueezeGradient@13", "Squeeze", 13),
+             _forward_spec("ai.onnx::ClipGradient@13", "Clip", 13)]
+    return bt.rows(specs, only=FIXTURE_OPS, prober=prober, use_cache=False)
+
+
+def test_rows_without_a_spec_are_exactly_those_with_a_reason(fixture_rows):
+    grads = bt.gradient_rows(fixture_rows)
+    assert {r.op for r in grads} == set(FIXTURE_OPS)
+    assert bt.unexplained(fixture_rows) == []
+    for r in grads:
+        assert bool(r.spec) != bool(r.reason), (r.op, r.since_version, r.spec, r.reason)
+    no_spec = {f"{r.op}@{r.since_version}" for r in grads if not r.spec}
+    assert no_spec == {"Add@1", "Add@6", "Squeeze@1", "Squeeze@11", "Clip@1", "Clip@6", "MegatronF@1", "ScaledSum@1"}
+    (megatron,) = [r for r in grads if r.op == "MegatronF"]
+    assert megatron.coverage == megatron.reason and "CPU" in megatron.reason
+
+
+def test_a_row_with_neither_a_spec_nor_a_reason_is_listed(fixture_rows, monkeypatch):
+    table = bt.probe_file()
+    reasons = {k: v for k, v in table["reasons"].items() if k != "ai.onnx::Squeeze@1,11"}
+    monkeypatch.setattr(bt, "probe_file", lambda: {**table, "reasons": reasons})
+    prober = bt.Prober()
+    prober._workers[bt.HANDLER] = CrashingWorker({"ok": True, "nodes": ["Unsqueeze"]})
+    rows = bt.rows([_forward_spec("ai.onnx::SqueezeGradient@13", "Squeeze", 13)], only=["Squeeze"], prober=prober,
+                   use_cache=False)
+    missing = [f"{r.op}@{r.since_version}" for r in bt.unexplained(rows)]
+    assert missing == ["Squeeze@1", "Squeeze@11"]
+    text = bt.format_text(rows)
+    assert "neither a spec nor a reason (2 op versions" in text and "ai.onnx::Squeeze@11" in text
+    assert bt.as_json(rows)["unexplained"] == ["ai.onnx::Squeeze@1", "ai.onnx::Squeeze@11"]
+
+
+def test_a_reason_that_a_new_spec_makes_stale_is_found(fixture_rows):
+    table = bt.probe_file()
+    assert bt.stale_reasons(fixture_rows, table) == []
+    covered = [bt.Row(r.domain, r.op, r.since_version, r.via, r.status, r.detail,
+                      spec="com.microsoft::MegatronFGrad@1" if r.op == "MegatronF" else r.spec, reason=r.reason)
+               for r in fixture_rows]
+    assert bt.stale_reasons(covered, table) == ["com.microsoft::MegatronF"]
+
+
+def test_a_reason_names_an_invalid_graph_rows_opsets():
+    # an `invalid graph` row keeps the builder's verdict and gains the reason (which opsets show the defect)
+    prober = bt.Prober()
+    prober._workers[bt.HANDLER] = CrashingWorker({"ok": False, "message": "RuntimeError: This is an invalid model. "
+                                                  "In Node, (\"forward_Grad/Gemm_0\", Gemm) _Grad/ has input size 2"})
+    rows = bt.rows([_forward_spec("ai.onnx::GemmGradient@13", "Gemm", 13)], only=["Gemm"], prober=prober,
+                   use_cache=False)
+    (gemm9,) = [r for r in rows if r.since_version == 9]
+    assert gemm9.status == bt.GRADIENT_INVALID and not gemm9.spec
+    assert gemm9.coverage.startswith("the builder writes an invalid graph at this opset; ") and "opset" in gemm9.reason

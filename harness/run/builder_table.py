@@ -14,6 +14,9 @@ result, never the end of the table):
 Ops whose generic probe cannot be built right (shapes, constant inputs, attributes) get their inputs
 from the file's `overrides`.
 
+Each row with a gradient names the spec covering it or, from the probe file's `reasons:`, why none does
+(`unexplained` lists the rows with neither; `reason_key_problems` the keys that name no probed op version).
+
 Only whether the builder has a gradient definition is meaningful. The answers: `gradient` (it built a
 gradient graph), `gradient, invalid graph` (it wrote gradient nodes the model's opset lacks: the graph
 did not resolve), `no gradient` ("The gradient builder has not been registered"), `not differentiable`
@@ -97,6 +100,7 @@ class Row:
     detail: str           # ORT's message, or the gradient nodes it wrote
     spec: str = ""        # the covering spec's id
     coverage: str = ""    # how the spec covers it, or why none does
+    reason: str = ""      # the probe file's `reasons:` entry for this op version, when it has one
 
     @property
     def has_gradient(self) -> bool:
@@ -477,12 +481,70 @@ def coverage(row_domain: str, op: str, version: int, index: dict, table: dict) -
     if same:
         v, sid = same[-1]
         return sid, f"same inputs, outputs and attributes as opset {v}, which the spec builds"
-    reasons = table.get("reasons") or {}
-    reason = reasons.get(f"{row_domain}::{op}@{version}") or reasons.get(f"{row_domain}::{op}")
+    reason = reason_for(row_domain, op, version, table)
+    if reason:  # it names the spec of the other form itself
+        return "", reason
     if entries:
         others = ", ".join(f"{sid} (opset {v})" for v, sid in entries)
-        return "", (reason + "; " if reason else "") + f"no spec of this form; {others} covers another"
-    return "", reason or "no spec yet"
+        return "", f"no spec of this form; {others} covers another"
+    return "", "no spec yet"
+
+
+def _reason_key(key: str) -> tuple[str, str, list[int] | None]:
+    """'domain::Op' -> (domain, Op, None); 'domain::Op@1,6' -> (domain, Op, [1, 6])."""
+    domain, _, rest = key.partition("::")
+    op, _, versions = rest.partition("@")
+    return domain, op, [int(v) for v in versions.split(",")] if versions else None
+
+
+def reason_for(row_domain: str, op: str, version: int, table: dict) -> str:
+    """The probe file's reason why no spec covers this op version: a key naming the version
+    (`domain::Op@v` or `domain::Op@v1,v2`) first, else one naming the op."""
+    general = ""
+    for key, text in (table.get("reasons") or {}).items():
+        domain, name, versions = _reason_key(key)
+        if (domain, name) != (row_domain, op):
+            continue
+        if versions is None:
+            general = general or " ".join(str(text).split())
+        elif version in versions:
+            return " ".join(str(text).split())
+    return general
+
+
+def reason_key_problems(table: dict, probes: list[Probe]) -> list[str]:
+    """`reasons:` keys that name no probed op version (a typo, or an op the table no longer lists)."""
+    probed = {((p.domain or "ai.onnx"), p.op, p.since_version) for p in probes}
+    problems = []
+    for key, text in (table.get("reasons") or {}).items():
+        domain, op, versions = _reason_key(key)
+        if not str(text or "").strip() or "\n" in str(text).strip():
+            problems.append(f"{key}: a reason is one non-empty line")
+        known = {v for d, o, v in probed if (d, o) == (domain, op)}
+        if not known:
+            problems.append(f"{key}: no probe of {domain}::{op}")
+        elif versions is not None and not set(versions) <= known:
+            problems.append(f"{key}: {domain}::{op} has no version {sorted(set(versions) - known)} "
+                            f"(probed: {sorted(known)})")
+    return problems
+
+
+def unexplained(table_rows: list[Row]) -> list[Row]:
+    """Op versions with a gradient that neither a spec covers nor a reason explains."""
+    return [r for r in gradient_rows(table_rows) if not r.spec and not r.reason]
+
+
+def stale_reasons(table_rows: list[Row], table: dict) -> list[str]:
+    """`reasons:` keys every row of which now has a spec (the reason no longer applies), among the
+    ops of these rows."""
+    stale = []
+    for key in table.get("reasons") or {}:
+        domain, op, versions = _reason_key(key)
+        rows_ = [r for r in gradient_rows(table_rows) if (r.domain, r.op) == (domain, op)
+                 and (versions is None or r.since_version in versions)]
+        if rows_ and all(r.spec for r in rows_):
+            stale.append(key)
+    return stale
 
 
 # ---------------------------------------------------------------- the table
@@ -508,6 +570,10 @@ def rows(specs, only: list[str] | None = None, prober: Prober | None = None,
             row.coverage = how if exact else (
                 "the builder writes an invalid graph at this opset" if status == GRADIENT_INVALID
                 else "the builder throws on this valid forward model")
+        if row.has_gradient and not row.spec:
+            row.reason = reason_for(domain, probe.op, probe.since_version, table)
+            if row.reason and row.status != GRADIENT:
+                row.coverage += f"; {row.reason}"
         result.append(row)
     return result
 
@@ -521,7 +587,9 @@ def ops_line(table_rows: list[Row]) -> str:
     ops = {(r.domain, r.op) for r in grads}
     covered = {(r.domain, r.op) for r in grads if r.spec}
     failed = [r for r in table_rows if r.status in (FAILED, CRASHED)]
+    missing = unexplained(table_rows)
     return (f"{len(ops)} forward ops with a gradient ({len(grads)} op versions), {len(covered)} with a spec; "
+            f"{len(missing)} op versions with neither a spec nor a reason; "
             f"{len(table_rows)} probes, {len(failed)} failed or crashed")
 
 
@@ -562,6 +630,11 @@ def format_text(table_rows: list[Row], details: bool = True) -> str:
         if failed:
             text += ["", "probes that did not answer:"]
             text += [f"{r.domain}::{r.op}@{r.since_version}: {r.detail}" for r in failed]
+        missing = unexplained(table_rows)
+        if missing:
+            text += ["", f"neither a spec nor a reason ({len(missing)} op versions; add a spec or a `reasons:` "
+                     "entry in harness/data/builder_probes.yaml): "
+                     + ", ".join(f"{r.domain}::{r.op}@{r.since_version}" for r in missing)]
         none = sorted({r.op for r in table_rows if r.status == NO_GRADIENT}
                       - {r.op for r in gradient_rows(table_rows)})
         if none:
@@ -583,7 +656,8 @@ def as_json(table_rows: list[Row]) -> dict:
     grads = gradient_rows(table_rows)
     return {"rows": [asdict(r) | {"has_gradient": r.has_gradient} for r in table_rows],
             "ops_with_gradient": len({(r.domain, r.op) for r in grads}),
-            "ops_with_spec": len({(r.domain, r.op) for r in grads if r.spec})}
+            "ops_with_spec": len({(r.domain, r.op) for r in grads if r.spec}),
+            "unexplained": [f"{r.domain}::{r.op}@{r.since_version}" for r in unexplained(table_rows)]}
 
 
 def ops_list(table_rows: list[Row]) -> str:
