@@ -112,6 +112,8 @@ def build(request: Request) -> GradientGraph | Unsupported:
     opsets = dict(DEFAULT_OPSETS)
     if forward.opset is not None:
         opsets[forward.domain] = forward.opset
+    if export is not None and export.opset is not None:  # the exporter's opset: the op's version current there
+        opsets[forward.domain] = export.opset
     model = helper.make_model(graph, ir_version=onnx_model.IR_VERSION, producer_name="opconform",
                               opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
     # With dynamic axes the incoming gradients have the forward outputs' unknown shapes: declared by rank only.

@@ -253,6 +253,9 @@ class Export(Section):
     outputs: Literal["all", "required"] = Field(
         "all", description="required: the forward node writes only the outputs an exporter writes (leaving off "
         "forward.optional_outputs), as transformers' opset-17 LayerNormalization does")
+    opset: int | None = Field(None, ge=1, le=21, description="the forward op's domain version of the exported model "
+                              "(torch 2.13 writes ai.onnx 20 by default), instead of forward.opset: the node is the "
+                              "op's version current there", examples=[20])
     constants: list[Identifier] = Field(
         [], description="forward inputs written as initializers, as exporters write the shapes, axes, pads and "
         "repeats they fold to constants: the builder sees their values (and may take static paths) and they get "
