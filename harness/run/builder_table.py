@@ -460,7 +460,8 @@ def forward_specs(specs) -> dict[tuple[str, str], list[tuple[int, str]]]:
         domain = forward.domain or ""
         opsets = {forward.opset or DEFAULT_OPSETS.get(domain, 1)}
         # groups built as an exporter writes them at another opset (export.opset) cover that version too
-        opsets |= {g.export.opset for g in spec.cases.groups if g.export is not None and g.export.opset is not None}
+        groups = spec.cases.groups if getattr(spec, "cases", None) is not None else []
+        opsets |= {g.export.opset for g in groups if g.export is not None and g.export.opset is not None}
         for version in sorted({_version_at(domain, forward.op, opset) for opset in opsets}):
             index.setdefault((domain, forward.op), []).append((version, spec.id))
     for entries in index.values():

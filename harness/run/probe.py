@@ -57,8 +57,10 @@ def probe_request(spec: Spec, dtype: str) -> Request:
     forward = None
     if spec.forward is not None:
         drawn, attributes, missing = forward_call_parts(case, inputs, forward_args)
-        forward_values = {k: v if v is None or dtypes.name_of(v.dtype) != case.dtype else v.astype(dtypes.NUMPY[dtype])
-                          for k, v in drawn.items()}
+        # a forward input the op takes keeps its own type variable (Resize's float32 scales); the rest follow dY's
+        other_type = {i.forward_name or i.name for i in spec.inputs if i.type != main_type}
+        forward_values = {k: v if v is None or k in other_type or dtypes.name_of(v.dtype) != case.dtype
+                          else v.astype(dtypes.NUMPY[dtype]) for k, v in drawn.items()}
         forward = ForwardCall(forward_values, attributes, missing)
     return Request(spec, dtype, cast, case.attributes, tuple(o.name in wanted for o in spec.outputs), forward=forward)
 
