@@ -64,7 +64,8 @@ def test_every_case_passes_on_the_reference_with_its_checks(catalog, op):
 def test_own_saved_state_skips_the_cases_it_excludes(catalog):
     for case in cases_of(catalog, "GRUGrad"):
         checks = [r.check for r in run_on(ReferenceBackend(), catalog, case)]
-        assert (OWN_SAVED_STATE in checks) == (case.valid and case.group.name != "empty"), case.id
+        # not on empty sequences (ORT's GRUTraining aborts) nor with frozen weights (its GRUGrad crashes without dW)
+        assert (OWN_SAVED_STATE in checks) == (case.valid and case.group.name not in ("empty", "frozen_weights")), case.id
 
 
 # --- a backend whose GRUTraining writes the saved state in another layout ---------------------------------------

@@ -63,6 +63,9 @@ def test_table_header_says_source_tag_and_how_to_regenerate():
 def test_every_spec_agrees_with_the_table(catalog):
     found = {}
     for spec in catalog.specs:
+        if spec.subject == "training_graph":  # a standard op's gradient as the builder writes it: the builder table's
+            assert ort_training_ops().get(spec.op) is None, spec.op
+            continue
         entry = ort_training_ops().get(spec.op)
         assert entry is not None, f"{spec.op} has a spec but is not in the table"
         # the table writes the default domain as '', specs as ai.onnx (their directory name)

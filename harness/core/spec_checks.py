@@ -307,7 +307,7 @@ def _check_training_graph(spec: Spec) -> list[tuple[str, str]]:
         return out
     if forward is None:
         return [("forward", "a training_graph spec differentiates a forward op: add a `forward:` section")]
-    if not re.fullmatch(re.escape(forward.op) + r"Gradient(_\d+)?", spec.op):
+    if not re.fullmatch(re.escape(forward.op) + r"Gradient(_\w+)?", spec.op):
         out.append(("op", f"name a training_graph spec after its forward op: {forward.op}Gradient (or "
                           f"{forward.op}Gradient_<opset> for an older form)"))
     if (forward.domain or "ai.onnx") != spec.domain:

@@ -44,6 +44,7 @@ import yaml
 
 from harness.backends.base import Crashed, TimedOut
 from harness.backends.worker import HandlerError, IsolatedWorker
+from harness.spec import cache
 
 MAX_OPSET = 21  # the newest ai.onnx opset onnxruntime 1.19.2 supports
 DEFAULT_OPSETS = {"": 17, "com.microsoft": 1}  # what a spec's forward op is built at without forward.opset
@@ -369,8 +370,6 @@ def cache_key() -> str:
 
 
 def cache_file() -> Path | None:
-    from harness.spec import cache
-
     if not cache.enabled():
         return None
     return cache.directory().parent / f"builder-{cache_key()}.json"

@@ -91,9 +91,11 @@ def spec_for_node(catalog: Catalog, node) -> Spec:
     for spec in catalog.specs:
         if spec.op == node.op_type and canonical_domain(spec.domain) == domain:
             return spec
+    if same_name:  # the op exists, in another domain: that is the whole story
+        raise DataError(f"unknown op '{node.op_type}' in domain {shown}{hint}")
     names = [s.op for s in catalog.specs if canonical_domain(s.domain) == domain]
     message = unknown_name("op", node.op_type, names)
-    raise DataError(message.replace(f"'{node.op_type}'", f"'{node.op_type}' in domain {shown}", 1) + hint)
+    raise DataError(message.replace(f"'{node.op_type}'", f"'{node.op_type}' in domain {shown}", 1))
 
 
 def load_model(directory: Path) -> tuple[onnx.ModelProto, onnx.NodeProto]:
