@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
-from harness.backends.base import Backend, Outputs, Support
+from harness.backends.base import Backend, Outputs, Support, Unsupported
 from harness.backends.ort_autograd import OrtAutogradBackend, build
 from harness.core.cases import expand
 from harness.core.spec_loader import load_catalog
@@ -296,3 +296,15 @@ def test_an_output_subset_check_whose_full_run_is_refused_is_not_a_pass_nor_a_fa
     assert result.status == "unsupported" and "full run was rejected" in result.detail
     refused = output_subset(p, RejectsFull(answer=answer, reject_subset=True))
     assert (refused.status, refused.failure) == ("fail", "rejects_valid")
+
+
+def test_a_mismatched_forward_input_reaches_the_builder_only_in_a_training_graph_spec():
+    """Gemm with B [6, 5] against A [3, 4] is a forward model the training graph must refuse: it is built. GeluGrad's
+    X [3] against dY [4] is a mismatch between the gradient op's inputs that no training graph can hold: unsupported."""
+    catalog = RunCatalog.of(load_catalog(SPECS, ops=["GemmGradient", "GeluGrad"]))
+    gemm = build(request_for(prepared(catalog, "GemmGradient", "inner_mismatch/mkn=3x4x5", tier="ci")))
+    assert not isinstance(gemm, Unsupported)
+    b = next(i for i in onnx.load_from_string(gemm.model).graph.input if i.name == "B")
+    assert [d.dim_value for d in b.type.tensor_type.shape.dim] == [6, 5]
+    gelu = build(request_for(prepared(catalog, "GeluGrad", "shape_mismatch/shape=4", tier="ci")))
+    assert isinstance(gelu, Unsupported) and "gives X a shape of its own" in gelu.reason

@@ -176,9 +176,11 @@ def forward_call_parts(case: Case, inputs: dict, forward_args: dict) -> tuple[di
     if planted:
         missing = (f"group {case.group.name} sets {', '.join(planted)} directly, not through {forward.op}: "
                    "no forward inputs produced them")
-    elif unbuildable := [name for name in overridden
-                         if (of := forward_names.get(name)) is None or of not in forward.inputs or of in forward.draws]:
-        # a forward input of a shape of its own is a forward model the builder or the session must refuse
+    elif unbuildable := [name for name in overridden if spec.subject != "training_graph"
+                         or (of := forward_names.get(name)) is None or of not in forward.inputs or of in forward.draws]:
+        # In a training_graph spec a forward input of a shape of its own is a forward model the builder or the
+        # session must refuse (Mul of [2, 3] and [4]). In a kernel spec the mismatch is between the gradient op's
+        # inputs (dY against X), which a training graph, taking dY's shape from the forward op, cannot express.
         missing = (f"invalid group {case.group.name} gives {', '.join(unbuildable)} a shape of its own; a gradient "
                    f"graph takes its tensors from {forward.op}, so they cannot disagree there")
     by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
