@@ -40,6 +40,11 @@ def scatter_elements(data, indices, updates, *, axis=0, reduction="none"):
     """Y = data with updates[p] written (or reduced) into position p with p[axis] = indices[p]."""
     data = np.asarray(data, dtype=np.float64)
     target = elements_target(data.shape, indices, axis % data.ndim).ravel()
+    return _scatter(data, target, updates, reduction)
+
+
+def _scatter(data: np.ndarray, target: np.ndarray, updates, reduction: str) -> np.ndarray:
+    """data with updates written (reduction none) or reduced into the flat positions `target`, in order."""
     y, u = data.ravel().copy(), np.asarray(updates, dtype=np.float64).ravel()
     if reduction == "none":
         y[target] = u
@@ -63,12 +68,7 @@ def scatter_nd(data, indices, updates, *, reduction="none"):
     """Y = data with updates[m] written (or reduced) into the slice data[indices[m]]."""
     data = np.asarray(data, dtype=np.float64)
     target = nd_target(data.shape, indices)
-    y, u = data.ravel().copy(), np.asarray(updates, dtype=np.float64).ravel()
-    if reduction == "none":
-        y[target] = u
-    else:
-        REDUCE[reduction].at(y, target, u)
-    return y.reshape(data.shape)
+    return _scatter(data, target, updates, reduction)
 
 
 def topk_order(X, k: int, axis: int, largest: int) -> np.ndarray:
