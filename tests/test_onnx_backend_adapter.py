@@ -94,6 +94,8 @@ def test_onnxruntime_backend_is_the_ort_backend_bitwise_on_every_ci_case(catalog
     assert adapter.divergences_from == "ort" and adapter.environment()["version"]
     compared, kinds = 0, set()
     for spec in catalog.specs:
+        if spec.subject != "kernel":  # a training-graph spec is no node either runs (the probe says so first)
+            continue
         for case in expand(spec, "ci"):
             prepared = prepare(case)
             if prepared.problem:
