@@ -155,13 +155,21 @@ def create(name: str, threads: int = 1, timeout: float = DEFAULT_TIMEOUT) -> Bac
 
 
 def subjects(name: str) -> tuple[str, ...]:
-    """The spec subjects a backend runs (Backend.SUBJECTS): a built-in's class says; a plugin runs a training_graph
-    spec it declares; command and ONNX-backend adapters run single nodes."""
+    """The spec subjects a backend runs: its class's SUBJECTS (a plugin runs a training_graph spec it declares;
+    command and ONNX-backend adapters run single nodes)."""
     if name in FACTORIES:
         return FACTORIES[name].SUBJECTS
-    if name in _commands or name.startswith(ONNX_BACKEND):
-        return ("kernel",)
-    return ("kernel", "training_graph")
+    if name in _commands:
+        from harness.backends.command import CommandBackend  # lazy: a backend's module loads when it is used
+
+        return CommandBackend.SUBJECTS
+    if name.startswith(ONNX_BACKEND):
+        from harness.backends.onnx_backend import OnnxBackendAdapter  # lazy: a backend's module loads when it is used
+
+        return OnnxBackendAdapter.SUBJECTS
+    from harness.backends.plugin import PluginBackend  # lazy: a backend's module loads when it is used
+
+    return PluginBackend.SUBJECTS
 
 
 def worker_classes(names) -> list[type]:

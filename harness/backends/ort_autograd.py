@@ -148,7 +148,7 @@ def _attribute_type(spec, name: str) -> str | None:
 def classify_build_error(message: str) -> Rejected | Unsupported:
     """The builder's refusals: no gradient for the op or the type is a capability gap; anything else
     (an attribute the forward op rejects, shapes that do not infer) is a rejection of the inputs."""
-    message = _short(" ".join(message.split()))
+    message = short_message(message)
     # A type the forward node does not take is a gap; a type clash in a node the builder wrote is its defect.
     type_gap = "Type Error" in message and ("in node (forward)" in message or "in node (" not in message)
     if type_gap or any(gap in message for gap in ("gradient builder has not been registered", "Could not find an "
@@ -157,14 +157,18 @@ def classify_build_error(message: str) -> Rejected | Unsupported:
     return Rejected(f"gradient builder: {message}")
 
 
-def _short(message: str) -> str:
-    """ORT's message without the C++ signature of the function that checked it."""
-    match = re.match(r"/onnxruntime_src/(\S+?:\d+) .*? (?:was false\.|\[ONNXRuntimeError\] : \d+ : \w+ :) (.*)", message)
+def short_message(message: str) -> str:
+    """ORT's message on one line, without the C++ signature of the function that checked it and without the
+    [ONNXRuntimeError] prefix; the file:line where it was checked at the end."""
+    message = " ".join(message.split())
+    where = ""
+    match = re.match(r"(\w+: )?/onnxruntime_src/\S*?([^/\s]+:\d+) (.*)", message)
     if match:
-        return f"{match.group(2)} ({match.group(1).rsplit('/', 1)[-1]})"
-    # an ORT_ENFORCE with nothing after it: the condition that failed, after the function's signature
-    match = re.match(r"/onnxruntime_src/(\S+?:\d+) .*\) (?:const )?(.+ was false\.)$", message)
-    return f"{match.group(2)} ({match.group(1).rsplit('/', 1)[-1]})" if match else message
+        where, rest = match.group(2), match.group(3)
+        cut = re.search(r"\)(?: const)?>? ", rest)  # the end of the signature: what follows is what failed
+        message = (match.group(1) or "") + (rest[cut.end():] if cut else rest)
+    message = re.sub(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", "", message)
+    return f"{message} ({where})" if where else message
 
 
 class OrtAutogradBackend(OrtBackend):

@@ -183,7 +183,7 @@ def forward_call_parts(case: Case, inputs: dict, forward_args: dict) -> tuple[di
         # inputs (dY against X), which a training graph, taking dY's shape from the forward op, cannot express.
         missing = (f"invalid group {case.group.name} gives {', '.join(unbuildable)} a shape of its own; a gradient "
                    f"graph takes its tensors from {forward.op}, so they cannot disagree there")
-    by_forward_name = {(i.forward_name or i.name): i.name for i in spec.inputs if i.role == "forward_input"}
+    by_forward_name = {of: name for name, of in forward_names.items()}
     values = {}
     for name in forward.inputs:
         if name in by_forward_name:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -43,6 +42,7 @@ import numpy as np
 import yaml
 
 from harness.backends.base import Crashed, TimedOut
+from harness.backends.ort_autograd import short_message
 from harness.backends.worker import HandlerError, IsolatedWorker
 from harness.spec import cache
 
@@ -303,17 +303,7 @@ def classify(reply) -> tuple[str, str]:
 
 
 def _short(message: str) -> str:
-    """ORT's message without the C++ signature of the function that checked it, its file:line at the end."""
-    message = " ".join(message.split())
-    where = ""
-    match = re.match(r"(\w+: )?/onnxruntime_src/\S*?([^/\s]+:\d+) (.*)", message)
-    if match:
-        where, rest = match.group(2), match.group(3)
-        cut = re.search(r"\)(?: const)?>? ", rest)
-        message = (match.group(1) or "") + (rest[cut.end():] if cut else rest)
-    message = re.sub(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", "", message)
-    message = message[:260]
-    return f"{message} ({where})" if where else message
+    return short_message(message)[:300]
 
 
 class Prober:

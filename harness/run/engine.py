@@ -187,8 +187,9 @@ def _judged_by(prepared: Prepared, backend: Backend, outcome: Outcome) -> Prepar
             judged.expected = evaluate(case.spec, inputs, case.attributes)
         judged.allowance, judged.allowance_notes = allowances(case.spec, inputs, case.attributes, case.dtype,
                                                               judged.expected)
-    except Exception as e:  # noqa: BLE001 - a reference that fails on the backend's draw: an error result, not the end of the run
-        judged.problem = f"the reference on {backend.name}'s own draw of {', '.join(draws)}: {type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - a reference that fails here: an error result, not the end of the run
+        how = f"forward.derivative {derivative}" if derivative else f"the reference on {backend.name}'s own draw of {', '.join(draws)}"
+        judged.problem = f"{how}: {type(e).__name__}: {e}"
     return judged
 
 
