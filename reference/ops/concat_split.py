@@ -290,3 +290,16 @@ def pad_valid_values(inputs, attributes):
     if inputs.get("dY") is not None and list(inputs["dY"].shape) != want:
         return f"dY has shape {list(inputs['dY'].shape)}; Pad's output has {want}"
     return None
+
+
+# ---- cases.from_node hooks for Concat and Pad (training graph) ------------------------------------------------
+
+def concat_from_node(node) -> dict:
+    """`shapes` = the inputs present (A, B(, C)); axis is match()'s, from the node's attribute."""
+    return {"shapes": [list(node.shapes[n]) for n in ("A", "B", "C") if node.shapes.get(n) is not None]}
+
+
+def pad_from_node(node) -> dict:
+    """`x` = X's shape, `padding` = [pads, axes] as the node's constants (axes null when the node omits it)."""
+    axes = node.value("axes") if node.shapes.get("axes") is not None else None
+    return {"x": list(node.shape("X")), "padding": [node.value("pads"), axes]}

@@ -132,3 +132,10 @@ def broadcastable(shapes, attributes):
         if shapes[g] is not None and tuple(shapes[g]) != target:
             return f"{g} has shape {list(shapes[g])}, not the inputs' broadcast shape {list(target)}"
     return None
+
+
+def from_node(node) -> dict:
+    """cases.from_node (Add, Sub, Mul, Div, Pow, Max, Min, Where): `shapes` = the forward inputs' shapes in
+    input order (Max and Min: only those the node has)."""
+    names = ("condition", "X", "Y") if "condition" in node.shapes else ("A", "B", "C")
+    return {"shapes": [list(node.shapes[n]) for n in names if node.shapes.get(n) is not None]}

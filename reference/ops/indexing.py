@@ -257,3 +257,10 @@ def gather_nd_reduction_length(dY, data, indices, *, batch_dims=0) -> int:
     lin, nb, _ = _gather_nd_lin(tuple(np.shape(data)), indices, batch_dims)
     keys = (np.arange(nb)[:, None] * (lin.max() + 1 if lin.size else 1) + lin).ravel()
     return int(np.unique(keys, return_counts=True)[1].max()) if keys.size else 1
+
+
+# ---- cases.from_node hook for GatherND (training graph) -------------------------------------------------------
+
+def gather_nd_from_node(node) -> dict:
+    """`data` and `idx` = data's and indices' shapes; batch_dims is match()'s, from the node's attribute."""
+    return {"data": list(node.shape("data")), "idx": list(node.shape("indices"))}

@@ -142,3 +142,20 @@ def gemm_magnitude(dY, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0)
     dA, dB, dC = gemm_vjp(np.abs(dY), np.abs(A), np.abs(B), None if C is None else np.abs(C), alpha=abs(alpha),
                           beta=abs(beta), transA=transA, transB=transB)
     return dA, dB, dC
+
+
+def matmul_from_node(node) -> dict:
+    """cases.from_node (MatMul): `shapes` = [A's, B's]."""
+    return {"shapes": [list(node.shape("A")), list(node.shape("B"))]}
+
+
+def gemm_from_node(node) -> dict:
+    """cases.from_node (Gemm): M, K, N read through the node's transA / transB; `c_shape` when C is present
+    (an absent C is the `omit` match() adds)."""
+    a, b = node.shape("A"), node.shape("B")
+    (k, m) = a if node.attributes.get("transA", 0) else a[::-1]
+    n = b[0] if node.attributes.get("transB", 0) else b[1]
+    params = {"mkn": [m, k, n]}
+    if node.shapes.get("C") is not None:
+        params["c_shape"] = list(node.shape("C"))
+    return params

@@ -176,3 +176,18 @@ def reduce_l2_vjp_13(dY, data, *, axes=None, keepdims=1):
 
 def reduce_log_sum_exp_vjp_13(dY, data, *, axes=None, keepdims=1):
     return reduce_log_sum_exp_vjp(dY, data, axes, keepdims=keepdims)
+
+
+def from_node(node) -> dict:
+    """cases.from_node (ReduceSum, ReduceMean, ReduceL2, ReduceLogSumExp, both forms): `shape` = data's; at
+    opset 18 (ReduceSum 13) `axes` = the axes input's constant values when the node has that input (the
+    attribute form's axes, keepdims and noop_with_empty_axes are attributes match() adds)."""
+    params = {"shape": list(node.shape("data"))}
+    if node.shapes.get("axes") is not None:
+        params["axes"] = node.value("axes")
+    return params
+
+
+def gap_from_node(node) -> dict:
+    """cases.from_node (GlobalAveragePool): `shape` = X's."""
+    return {"shape": list(node.shape("X"))}

@@ -322,3 +322,24 @@ def expand_check(inputs, attributes):
 def tile_check(inputs, attributes):
     """valid_values: one non-negative repeat per input axis; dY of the tiled shape."""
     return _check(tile_shape, inputs["dY"], np.shape(inputs["input"]), _values(inputs["repeats"], "repeats"))
+
+
+# ---- cases.from_node hooks for Reshape, Expand and Flatten (training graph; one per case_shapes hook) --------
+
+def _shape_values(node) -> list[int]:
+    """The `shape` input's constant values; when the graph computes them (Shape -> ... -> Concat), the forward
+    output's own shape (dY's), which writes the same result with no 0 or -1."""
+    return node.value("shape") if "shape" in node.values else list(node.shape("dY"))
+
+
+def reshape_from_node(node) -> dict:
+    """`x` = data's shape, `to` = the shape input's values (0 and -1 as written); allowzero is match()'s."""
+    return {"x": list(node.shape("data")), "to": _shape_values(node)}
+
+
+def expand_from_node(node) -> dict:
+    return {"x": list(node.shape("input")), "to": _shape_values(node)}
+
+
+def flatten_from_node(node) -> dict:
+    return {"x": list(node.shape("input"))}
