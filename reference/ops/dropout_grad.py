@@ -70,3 +70,14 @@ def bench_torch(inputs, attributes):
     dy, mask = tensors(*inputs[:2])
     scale = 1.0 / (1.0 - float(inputs[2]))
     return lambda: torch.ops.aten.native_dropout_backward(dy, mask, scale)
+
+
+# ---- model: a real graph's node -> case params (cases.from_node) -----------------------------------------------
+
+def from_node(node):
+    """dy's shape, and ratio's when it is a one-element tensor rather than a scalar (absent ratio: match omits it)."""
+    params = {"shape": list(node.shape("dy"))}
+    ratio = node.shapes.get("ratio")
+    if ratio:
+        params["ratio_shape"] = list(ratio)
+    return params

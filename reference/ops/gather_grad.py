@@ -165,3 +165,30 @@ def bench_torch_gather_elements(inputs, attributes):
     dy, _, indices = tensors(*inputs)
     x = torch.empty([int(d) for d in inputs[1]])
     return lambda: torch.ops.aten.gather_backward(dy, x, attributes["axis"], indices, False)
+
+
+# ---- model: a real graph's node -> case params (cases.from_node) -----------------------------------------------
+
+def _index_dtypes(node) -> dict:
+    """Tind and I as the node's indices and shape dtypes give them (int64 is the specs' default)."""
+    picked = {"Tind": node.dtypes.get("indices"), "I": node.dtypes.get("shape")}
+    return {k: v for k, v in picked.items() if v and v != "int64"}
+
+
+def _data_shape(node) -> list[int]:
+    """X's shape: the `shape` input's values (Shape(X) as the graph's shape inference folds it, or an initializer)."""
+    try:
+        return [int(d) for d in node.value("shape")]
+    except KeyError:
+        raise KeyError(f"{node.op}'s shape input is not a value of the graph: X's shape (the gathered dim) is unknown") from None
+
+
+def gather_from_node(node):
+    """GatherGrad: data = X's shape (the shape input's values), idx = indices' shape ([] for a scalar index, as
+    `h[:, 0]` writes it); Tind / I when the node's indices / shape are int32."""
+    return {"data": _data_shape(node), "idx": list(node.shape("indices")), **_index_dtypes(node)}
+
+
+def gather_elements_from_node(node):
+    """GatherElementsGrad: data = X's shape (the shape input's values), idx = indices' (and dY's) shape."""
+    return {"data": _data_shape(node), "idx": list(node.shape("indices")), **_index_dtypes(node)}

@@ -144,3 +144,17 @@ def bench_torch(inputs, attributes):
     grad = torch.from_numpy(inputs[8].reshape(out.shape))
     wrt = [x, h0, *gru.parameters()]
     return lambda: torch.autograd.grad(out, wrt, grad, retain_graph=True)
+
+
+# ---- model: a real graph's node -> case params (cases.from_node) -----------------------------------------------
+
+def from_node(node):
+    """GRUGrad and GRUTraining: seq, batch and input_size from X [seq, batch, input_size] (layout 0, the only one
+    the specs have), hidden_size from R [directions, 3 * hidden, hidden] when the node does not write it."""
+    seq, batch, size = node.shape("X")
+    params = {"seq": seq, "batch": batch, "input_size": size}
+    if "hidden_size" not in node.attributes:
+        params["hidden_size"] = node.shape("R")[-1]
+    if node.shapes.get("sequence_lens") is not None:
+        params["with_sequence_lens"] = True
+    return params

@@ -159,3 +159,20 @@ def bench_torch(inputs, attributes):
     grad = torch.from_numpy(inputs[9].reshape(out.shape))
     wrt = [x, h0, c0, *lstm.parameters()]
     return lambda: torch.autograd.grad(out, wrt, grad, retain_graph=True)
+
+
+# ---- model: a real graph's node -> case params (cases.from_node) -----------------------------------------------
+
+def from_node(node):
+    """LSTMGrad and LSTMTraining: seq, batch and input_size from X [seq, batch, input_size] (layout 0, the only
+    one the specs have), hidden_size from R when the node does not write it, with_peepholes when P is given
+    (LSTMTraining; LSTMGrad takes no P)."""
+    seq, batch, size = node.shape("X")
+    params = {"seq": seq, "batch": batch, "input_size": size}
+    if "hidden_size" not in node.attributes:
+        params["hidden_size"] = node.shape("R")[-1]
+    if node.shapes.get("sequence_lens") is not None:
+        params["with_sequence_lens"] = True
+    if node.shapes.get("P") is not None:
+        params["with_peepholes"] = True
+    return params

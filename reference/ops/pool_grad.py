@@ -156,3 +156,36 @@ def bench_torch_average_pool(inputs, attributes):
     kernel, strides, pads = _pool_2d(attributes)
     x = torch.empty(attributes["dX_shape"])
     return lambda: torch.ops.aten.avg_pool2d_backward(dy, x, kernel, strides, pads, False, False, None)
+
+
+# ---- model: a real graph's node -> case params (cases.from_node) -----------------------------------------------
+
+def _input_size(out: int, i: int, nd: int, attrs: dict) -> int:
+    """An input extent along spatial dim i whose pooled size is `out`: out * stride when it fits (the usual input,
+    a multiple of the stride), else the smallest (dY fits several; the graph's X, when the caller shows it, wins)."""
+    one = {"kernel_shape": [attrs["kernel_shape"][i]], "ceil_mode": attrs.get("ceil_mode", 0),
+           "auto_pad": attrs.get("auto_pad", "NOTSET")}
+    for name in ("strides", "dilations"):
+        if attrs.get(name):
+            one[name] = [attrs[name][i]]
+    if attrs.get("pads"):
+        one["pads"] = [attrs["pads"][i], attrs["pads"][i + nd]]
+    stride = max(one.get("strides", [1])[0], 1)
+    span = 1 + max(out, 1) * stride + one["kernel_shape"][0] * one.get("dilations", [1])[0]
+    for size in (out * stride, *range(1, span + 1)):  # out * stride first: ResNet's 112 -> 56, not 111
+        try:
+            if pool_geometry((size,), **one).out[0] == out:
+                return size
+        except (ValueError, ZeroDivisionError):
+            continue
+    raise ValueError(f"no input extent pools to {out} along spatial dim {i} with {one}")
+
+
+def from_node(node):
+    """MaxPoolGrad / AveragePoolGrad: `shape` is X's (dX's) shape. The node takes only dY (and Indices): X's shape
+    is the forward input's when the caller shows it (node.shapes['X']), else one that pools to dY (_input_size)."""
+    if node.shapes.get("X") is not None:
+        return {"shape": list(node.shape("X"))}
+    dy = node.shape("dY")
+    nd = len(dy) - 2
+    return {"shape": [*dy[:2], *(_input_size(o, i, nd, node.attributes) for i, o in enumerate(dy[2:]))]}

@@ -104,3 +104,13 @@ def bench_torch(inputs, attributes):
     aten = torch.ops.aten
     return lambda: aten._log_softmax_backward_data(
         aten.nll_loss_backward(dy, log_prob, label, None, 1, ignore, total), log_prob, 1, torch.float32)
+
+
+# ---- model: a real graph's node -> case params (cases.from_node) -----------------------------------------------
+
+def from_node(node):
+    """`shape` is the scores' (= log_prob's) [N, C, d1..dk]; Tind the label's dtype when it is not int64."""
+    params = {"shape": list(node.shape("log_prob"))}
+    if node.dtypes.get("label", "int64") != "int64":
+        params["Tind"] = node.dtypes["label"]
+    return params
