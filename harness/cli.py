@@ -129,6 +129,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip writing index.html and junit.xml into the run directory")
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("model", help="check every gradient node of a real model's training graph at its real shapes")
+    _add_spec_option(p)
+    p.add_argument("path", metavar="PATH", help="a forward ONNX model (its training graph is built with "
+                   "onnxruntime-training's generate_artifacts; needs the [torch] extra), a training-artifacts directory "
+                   "(training_model.onnx) or a training graph file")
+    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                   help="the size of a symbolic dimension in the sample batch (repeatable), e.g. --dim batch=8")
+    p.add_argument("--loss", choices=["mse", "crossentropy", "bce", "l1"], default="mse",
+                   help="the loss a forward model's training graph is built with (default mse)")
+    p.add_argument("--frozen", type=_comma_list, metavar="GLOB[,GLOB...]",
+                   help="initializers left out of training (BatchNormalization's running statistics always are)")
+    p.add_argument("--name", help="the model's name in the report and in emitted group names (default: the file's)")
+    p.add_argument("--backends", type=_comma_list, help=f"as for run ({BACKEND_NAMES_HELP})")
+    p.add_argument("--allow-missing-backends", action="store_true")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help=f"seconds before a backend call counts as a hang (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--out", type=Path, help="the directory written (default reports/model-<name>-<time>)")
+    p.add_argument("--emit-cases", type=Path, metavar="DIR",
+                   help="also write the configurations as case groups <name>_<k> into DIR/<domain>/<Op>.overlay.yaml "
+                        "(a --specs directory; the model's earlier groups there are replaced)")
+    p.add_argument("--no-run", action="store_true", help="the census and --emit-cases only; run nothing")
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+    p.set_defaults(func=cmd_model)
+
     p = sub.add_parser("report", help="render a run directory as one self-contained HTML page")
     _add_spec_option(p)
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a directory written by `opconform run`")
@@ -393,6 +418,28 @@ def _publish(run_dir: Path, catalog) -> None:
               f"retry with `opconform report {run_dir}`", file=sys.stderr)
         return
     print(f"report: {html}  junit: {junit}")
+
+
+def cmd_model(args) -> int:
+    from harness.model.command import ModelUsageError, run_model  # lazy: onnx and the census load only for model
+
+    if args.threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {args.threads}")
+    for name in args.backends or []:
+        registry.check(name)
+    base = list(args.specs or [])
+
+    def catalog_loader(extra):
+        args.specs = [*base, *extra]
+        try:
+            return load(args, log=None)
+        finally:
+            args.specs = base
+
+    try:
+        return run_model(args, catalog_loader, _log if args.progress is not False else (lambda line: None))
+    except ModelUsageError as e:
+        raise UsageError(str(e)) from None
 
 
 def cmd_report(args) -> int:

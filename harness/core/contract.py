@@ -16,8 +16,9 @@ from harness.spec.dotted import resolve
 from harness.spec.model import Attribute, Spec
 
 
-def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[str]:
-    """Every way these inputs and written attributes break the spec's contract (empty when valid)."""
+def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict, values: bool = True) -> list[str]:
+    """Every way these inputs and written attributes break the spec's contract (empty when valid); values=False:
+    shapes, dtypes and attributes only (the values are placeholders, as for a graph's node configuration)."""
     problems = attribute_problems(spec, inputs, written)
     shapes = {name: (None if v is None else tuple(v.shape)) for name, v in inputs.items()}
     bound: dict[str, str] = {}
@@ -54,7 +55,7 @@ def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
         problem = resolve(spec.valid_if)(shapes, resolve_attributes(spec, written))
         if problem:
             problems.append(problem)
-    if not problems:
+    if not problems and values:
         problems += value_problems(spec, inputs, written)
     return problems
 

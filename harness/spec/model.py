@@ -338,6 +338,11 @@ class Cases(Section):
                                                                   "ignore_index": -100}}])
     params: dict[str, str] = Field({}, description="extra case parameters for hooks: name -> meaning")
     shapes: Dotted | None = Field(None, description="module:function(params) -> {input: shape}")
+    from_node: Dotted | None = Field(
+        None, description="module:function(node) -> case params: the params that rebuild one configuration of a real "
+        "graph's node (harness.model.node.NodeConfig: shapes, constant values, attributes, outputs); `opconform model` "
+        "checks the rebuilt shapes against the node's. Leave it out when a `shape` param (the first grad_output's "
+        "shape) or params named after the inputs rebuild every configuration", examples=["reference.ops.conv_grad:from_node"])
     groups: list[Group] = Field(min_length=1)
     """the valid groups of cases, e.g. `groups: [{name: basic, params: {shape: [[2, 3]]}}]`"""
     invalid: list[InvalidGroup] = []

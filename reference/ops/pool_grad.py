@@ -183,9 +183,9 @@ def _input_size(out: int, i: int, nd: int, attrs: dict) -> int:
 
 def from_node(node):
     """MaxPoolGrad / AveragePoolGrad: `shape` is X's (dX's) shape. The node takes only dY (and Indices): X's shape
-    is the forward input's when the caller shows it (node.shapes['X']), else one that pools to dY (_input_size)."""
-    if node.shapes.get("X") is not None:
-        return {"shape": list(node.shape("X"))}
+    is dX's as the graph ran it (node.output_shapes), else one that pools to dY (_input_size)."""
+    if node.output_shapes.get("dX") is not None:
+        return {"shape": list(node.output_shapes["dX"])}
     dy = node.shape("dY")
     nd = len(dy) - 2
     return {"shape": [*dy[:2], *(_input_size(o, i, nd, node.attributes) for i, o in enumerate(dy[2:]))]}

@@ -1,0 +1,281 @@
+"""`opconform model PATH`: a real model's gradient nodes, each distinct configuration run through its spec.
+
+PATH is a forward ONNX model (its training graph is built with onnxruntime-training's generate_artifacts, as a
+user would), a training-artifacts directory (its training_model.onnx) or a training graph file. The command writes
+into OUT (default reports/model-<name>-<time>/):
+  training/            the built artifacts (forward models only)
+  specs/               <domain>/<Op>.overlay.yaml: one case group per configuration, `model_<k>`
+  run/                 the run of those groups on every expected backend (a run directory, `opconform report` reads it)
+  model.json           the census and each configuration's verdict
+  model.html           the model report
+Exit status as `run`: 0 every covered configuration verified (or a declared divergence), 1 a configuration failed
+or the builder refused the model, 2 bad usage.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from harness.core.status import EXPLAINS, SEVERITY, UNEXPECTED
+from harness.model import emit
+from harness.model.build import BuildError, build
+from harness.model.census import Census, CensusError, Tensor, census
+from harness.model.graph_run import run_graph
+from harness.model.match import match
+
+RUN_PREFIX = "model"
+ARTIFACT_FILE = "training_model.onnx"
+
+
+class ModelUsageError(Exception):
+    pass
+
+
+@dataclass
+class Source:
+    kind: str          # forward | artifacts | training_graph
+    path: Path
+    training: Path | None = None
+
+
+def parse_dims(items: list[str]) -> dict[str, int]:
+    dims = {}
+    for item in items:
+        name, sep, size = item.partition("=")
+        if not sep or not name.strip() or not size.strip().isdigit() or int(size) < 1:
+            raise ModelUsageError(f"--dim {item}: write NAME=SIZE with a positive size, e.g. --dim batch=8")
+        dims[name.strip()] = int(size)
+    return dims
+
+
+def is_training_graph(model: onnx.ModelProto) -> bool:
+    return any("_Grad/" in n.name or (n.domain == "com.microsoft" and n.op_type.endswith("Grad")) for n in model.graph.node)
+
+
+def classify(path: Path) -> Source:
+    if path.is_dir():
+        graph = path / ARTIFACT_FILE
+        if not graph.is_file():
+            raise ModelUsageError(f"{path}: a directory must hold training artifacts ({ARTIFACT_FILE}); none there")
+        return Source("artifacts", path, graph)
+    if not path.is_file():
+        raise ModelUsageError(f"{path}: no such file or directory")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # noqa: BLE001 - any parse failure is the user's file: say so on one line
+        raise ModelUsageError(f"{path}: not an ONNX model ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    if is_training_graph(model):
+        return Source("training_graph", path, path)
+    return Source("forward", path)
+
+
+def _tensors(table: dict, declared: dict) -> dict[str, Tensor]:
+    import numpy as np
+
+    return {name: Tensor(e["dtype"], tuple(e["shape"]), declared.get(name),
+                         None if "value" not in e else np.asarray(e["value"], dtype=e["dtype"]))
+            for name, e in table.items()}
+
+
+def model_name(path: Path) -> str:
+    return path.name if path.is_dir() else path.stem
+
+
+def run_model(args, catalog_loader, log) -> int:
+    """The command; `catalog_loader(extra_dirs)` loads the spec catalog with extra --specs directories on top."""
+    started = time.time()
+    path = Path(args.path)
+    dims = parse_dims(args.dim or [])
+    source = classify(path)
+    name = args.name or model_name(path)
+    out = Path(args.out) if args.out else Path("reports") / f"model-{emit.group_prefix(name)}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    out.mkdir(parents=True, exist_ok=True)
+    doc: dict = {"model": name, "source": str(path), "kind": source.kind, "dims": dims, "out": str(out),
+                 "loss": args.loss if source.kind == "forward" else None, "build_error": None, "census_error": None,
+                 "configurations": [], "uncovered": [], "totals": {}}
+    if source.kind == "forward":
+        log(f"building the training graph of {path} with generate_artifacts (loss {args.loss})...")
+        try:
+            source.training = build(path, out / "training", args.loss, args.frozen or [], args.timeout * 4)
+        except BuildError as e:
+            return _finish(doc, out, f"the training graph could not be built: {e}", started, failed=True)
+    assert source.training is not None
+    graph = onnx.load(str(source.training))
+    log(f"running the training graph once ({len(graph.graph.node)} nodes) to read every tensor's shape...")
+    try:
+        table = run_graph(source.training, dims, out / "tensors.json", args.timeout * 4)
+    except CensusError as e:
+        text = str(e)
+        if "--dim" in text:
+            raise ModelUsageError(text) from None
+        doc["census_error"] = text
+        return _finish(doc, out, text, started, failed=True)
+    from harness.model.census import declared_shapes
+
+    tensors = _tensors(table, declared_shapes(graph))
+    catalog = catalog_loader([])
+    specs = catalog.select(None)
+    found = census(graph, tensors, specs, dims)
+    doc["graph_nodes"], doc["gradient_nodes"], doc["opset"] = found.graph_nodes, len(found.gradient_nodes), found.opset
+    groups, rows = _groups(found, specs, name)
+    doc["configurations"] = rows
+    doc["uncovered"] = [{"op": u.op, "domain": u.domain, "reason": u.reason, "nodes": u.nodes} for u in found.uncovered]
+    log(f"{len(found.gradient_nodes)} gradient-side nodes: {len(found.configurations)} configurations of "
+        f"{len({c.spec for c in found.configurations})} specs, {sum(len(u.nodes) for u in found.uncovered)} nodes without a spec")
+    if args.emit_cases:
+        prefix = emit.group_prefix(name)
+        emitted = {key: [dict(g, name=f"{prefix}_{g['name'].split('_')[-1]}") for g in value] for key, value in groups.items()}
+        for written in emit.write_overlays(Path(args.emit_cases), emitted, prefix):
+            log(f"wrote {written}")
+    if not args.no_run and groups:
+        specs_dir = out / "specs"
+        emit.write_overlays(specs_dir, groups, RUN_PREFIX)
+        _run(args, catalog_loader, specs_dir, out / "run", sorted({op for _, op in groups}), rows, log)
+    return _finish(doc, out, None, started, failed=any(r["status"] == "failed" for r in rows))
+
+
+def _groups(found: Census, specs, name: str):
+    by_op = {s.op: s for s in specs}
+    groups: dict[tuple[str, str], list[dict]] = {}
+    rows = []
+    counters: dict[str, int] = {}
+    for config in found.configurations:
+        spec = by_op[config.spec]
+        row = {"spec": spec.op, "domain": spec.domain or "ai.onnx", "kind": config.kind, "op": config.op,
+               "nodes": config.nodes, "layers": config.layers, "attributes": emit._plain(config.node.attributes),
+               "shapes": {k: (None if v is None else list(v)) for k, v in config.node.shapes.items()},
+               "dtypes": config.node.dtypes, "outputs": list(config.node.outputs),
+               "dynamic_axes": {k: {str(a): n for a, n in v.items()} for k, v in config.dynamic_axes.items()},
+               "group": None, "status": "uncovered", "reason": "", "backends": {}, "divergences": [], "rerun": None}
+        found_match = match(spec, config.node)
+        if found_match.params is None:
+            row["reason"] = found_match.why
+        else:
+            counters[spec.op] = counters.get(spec.op, 0) + 1
+            group_name = f"{RUN_PREFIX}_{counters[spec.op]:03d}"
+            group = emit.group_for(name, group_name, config, found_match.params, found_match.dtype, inputs=found_match.inputs)
+            groups.setdefault((spec.domain or "ai.onnx", spec.op), []).append(group)
+            row.update(group=group_name, status="pending", params=group["params"]["config"][0],
+                       export=group.get("export"), tier=group["tier"])
+        rows.append(row)
+    return groups, rows
+
+
+def _run(args, catalog_loader, specs_dir: Path, run_dir: Path, ops: list[str], rows: list[dict], log) -> None:
+    from harness.run.rundir import read_results
+    from harness.run.runner import RunOptions, print_summary
+    from harness.run.runner import run as run_cases
+
+    catalog = catalog_loader([specs_dir])
+    options = RunOptions(ops=ops, backends=args.backends, tier="nightly", cases=f"{RUN_PREFIX}_*", threads=args.threads,
+                         timeout=args.timeout, out=run_dir, progress=args.progress,
+                         allow_missing_backends=args.allow_missing_backends)
+    outcome = run_cases(catalog, options)
+    print_summary(outcome)
+    records = [r for r in read_results(run_dir) if r.get("group", "").startswith(RUN_PREFIX + "_")]
+    specs = {s.op: s for s in catalog.specs}
+    extra = "".join(f" --specs {d}" for d in (args.specs or []))
+    for row in rows:
+        if row["group"] is None:
+            continue
+        mine = [r for r in records if r["op"] == row["spec"] and r["group"] == row["group"]]
+        row["backends"] = {}
+        for r in mine:  # a backend's worst record (a case may have several checks)
+            before = row["backends"].get(r["backend"])
+            if before is None or _rank(r["status"]) > _rank(before):
+                row["backends"][r["backend"]] = r["status"]
+        statuses = set(row["backends"].values())
+        row["rerun"] = (f"opconform run --specs {specs_dir}{extra} --ops {row['spec']} --cases '{row['group']}/*' "
+                        f"--tier nightly")
+        failing = {b: s for b, s in row["backends"].items() if s in UNEXPECTED}
+        if not mine:
+            row["status"], row["reason"] = "failed", "the run recorded no result for this configuration"
+        elif failing:
+            row["status"] = "failed"
+            worst = [r for r in mine if r["status"] in UNEXPECTED]
+            row["reason"] = "; ".join(f"{r['backend']}: {r['status']}" + _why(r) for r in worst)[:600]
+            spec = specs.get(row["spec"])
+            kinds = {(r["backend"], r.get("failure")) for r in worst}
+            row["known"] = [{"id": d.id, "backend": d.backend, "summary": d.summary}
+                            for d in (spec.known_divergences if spec else [])
+                            if any(b == d.backend and any(f in EXPLAINS.get(res, ()) for res in d.results)
+                                   for b, f in kinds)]
+        elif "divergent" in statuses:
+            row["status"] = "divergent"
+            for r in mine:
+                if r["status"] == "divergent" and r.get("divergence"):
+                    row["divergences"].append(r["divergence"])
+        elif "pass" in statuses:
+            row["status"] = "verified"
+        else:
+            row["status"], row["reason"] = "not run", "no backend ran it: " + ", ".join(f"{b}: {s}" for b, s in row["backends"].items())
+
+
+def _rank(status: str) -> int:
+    """A backend's record that speaks for it: the most severe (harness.core.status.SEVERITY) of those that judged
+    something, a pass over an unsupported one (a check it cannot run beside a case it passed)."""
+    if status == "unsupported":
+        return 0
+    return len(SEVERITY) - SEVERITY.index(status) if status in SEVERITY else -1
+
+
+def _why(record: dict) -> str:
+    failure = record.get("failure") or record.get("detail") or ""
+    text = failure if isinstance(failure, str) else json.dumps(failure)[:200]
+    return f" ({text.splitlines()[0][:200]})" if text else ""
+
+
+def _finish(doc: dict, out: Path, error: str | None, started: float, failed: bool) -> int:
+    rows = doc["configurations"]
+    totals = {status: sum(1 for r in rows if r["status"] == status) for status in
+              ("verified", "failed", "divergent", "uncovered", "not run")}
+    totals["nodes_verified"] = sum(len(r["nodes"]) for r in rows if r["status"] == "verified")
+    totals["nodes_failed"] = sum(len(r["nodes"]) for r in rows if r["status"] == "failed")
+    totals["nodes_divergent"] = sum(len(r["nodes"]) for r in rows if r["status"] == "divergent")
+    totals["nodes_uncovered"] = (sum(len(r["nodes"]) for r in rows if r["status"] == "uncovered")
+                                 + sum(len(u["nodes"]) for u in doc["uncovered"]))
+    doc["totals"] = totals
+    doc["error"] = error
+    doc["seconds"] = round(time.time() - started, 1)
+    doc["verdict"] = "FAIL" if failed or error else "PASS"
+    (out / "model.json").write_text(json.dumps(doc, indent=1, default=str))
+    page = None
+    try:
+        from harness.report.model_page import write_model_page
+
+        page = write_model_page(doc, out / "model.html")
+    except ImportError:
+        pass
+    except Exception as e:  # noqa: BLE001 - the census is on disk; the page can be written again
+        print(f"opconform: warning: could not write the model report: {type(e).__name__}: {e}", file=sys.stderr)
+    print(summary_text(doc))
+    print(f"model report: {page or out / 'model.json'}")
+    return 1 if doc["verdict"] == "FAIL" else 0
+
+
+def summary_text(doc: dict) -> str:
+    lines = []
+    if doc.get("error"):
+        lines.append(f"{doc['model']}: {doc['error']}")
+    t = doc["totals"]
+    if doc["configurations"] or doc["uncovered"]:
+        lines.append(f"{doc['model']}: {doc.get('gradient_nodes', 0)} gradient-side nodes, "
+                     f"{len(doc['configurations'])} configurations: {t['verified']} verified, {t['failed']} failed, "
+                     f"{t['divergent']} divergent, {t['uncovered']} outside their spec; "
+                     f"{t['nodes_uncovered']} nodes uncovered")
+        for row in doc["configurations"]:
+            if row["status"] in ("failed", "uncovered", "not run"):
+                lines.append(f"  {row['status']:<9} {row['spec']} ({len(row['nodes'])} node(s), e.g. {row['nodes'][0]}): "
+                             f"{row['reason']}")
+                if row.get("rerun"):
+                    lines.append(f"            rerun: {row['rerun']}")
+        for u in doc["uncovered"]:
+            lines.append(f"  no spec   {u['domain']}::{u['op']} ({len(u['nodes'])} node(s)): {u['reason']}")
+    lines.append(f"verdict: {doc['verdict']}")
+    return "\n".join(lines)
