@@ -303,3 +303,44 @@ def pad_from_node(node) -> dict:
     """`x` = X's shape, `padding` = [pads, axes] as the node's constants (axes null when the node omits it)."""
     axes = node.value("axes") if node.shapes.get("axes") is not None else None
     return {"x": list(node.shape("X")), "padding": [node.value("pads"), axes]}
+
+
+# ---- cases.from_node hooks for Split and Slice (training graph; graph_b block) ----------------------------------
+
+def split_from_node(node) -> dict:
+    """Split (18 and 13): `x` = X's shape, `sizes` = the split constant, else the grad_outputs' lengths along axis
+    (an output the graph leaves without a gradient: the rest of the axis, or num_outputs' equal parts). The spec
+    has three outputs: a Split into another count is outside it."""
+    x = node.shape("X")
+    ax = normalize_axis(node.attributes.get("axis", 0), len(x))
+    if "split" in node.values:
+        sizes = node.value("split")
+    elif node.shapes.get("split") is None:
+        sizes = _split_sizes(x[ax], None, node.attributes.get("num_outputs"))
+    else:
+        sizes = [None if node.shapes.get(f"dY{i}") is None else node.shape(f"dY{i}")[ax] for i in range(3)]
+        if sizes.count(None) == 1:
+            sizes[sizes.index(None)] = x[ax] - sum(n for n in sizes if n is not None)
+    if len(sizes) != 3 or None in sizes:
+        raise ValueError(f"Split into {sizes}: the spec states Splits into three outputs")
+    return {"x": list(x), "sizes": [int(n) for n in sizes]}
+
+
+def slice_from_node(node) -> dict:
+    """Slice: `x` = X's shape, `slicing` = [starts, ends, axes, steps] as the node's constants (axes or steps null
+    when the node omits them). starts and ends computed in the graph (GPT-2's mask slice with a dynamic sequence
+    length), axes and steps constants or left out: the slice [0, len) of each axis with dY's length `len` (steps 1);
+    the same shapes, though not the same offsets."""
+    x = list(node.shape("X"))
+
+    def const(name):
+        return node.value(name) if node.shapes.get(name) is not None else None
+    if "starts" in node.values and "ends" in node.values:
+        return {"x": x, "slicing": [const("starts"), const("ends"), const("axes"), const("steps")]}
+    k = node.shape("starts")[0]
+    axes, steps = const("axes"), const("steps")
+    if steps is not None and any(s != 1 for s in steps):
+        raise ValueError(f"starts and ends are not constants and steps {steps} are not all 1: no slice to state")
+    dims = [a % len(x) for a in (axes if axes is not None else range(k))]
+    y = node.shape("dY")
+    return {"x": x, "slicing": [[0] * k, [y[a] for a in dims], axes, steps]}

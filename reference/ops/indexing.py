@@ -264,3 +264,29 @@ def gather_nd_reduction_length(dY, data, indices, *, batch_dims=0) -> int:
 def gather_nd_from_node(node) -> dict:
     """`data` and `idx` = data's and indices' shapes; batch_dims is match()'s, from the node's attribute."""
     return {"data": list(node.shape("data")), "idx": list(node.shape("indices"))}
+
+
+# ---- cases.from_node hooks for ScatterElements, ScatterND, TopK and Trilu (training graph; graph_b block) ------
+
+def scatter_from_node(node) -> dict:
+    """ScatterElements and ScatterND: `data` and `idx` = data's and indices' shapes (updates follow from them);
+    `Tind` int32 when the graph's indices are (axis and reduction are match()'s, from the node's attributes)."""
+    params = {"data": list(node.shape("data")), "idx": list(node.shape("indices"))}
+    if node.dtypes.get("indices") == "int32":
+        params["Tind"] = "int32"
+    return params
+
+
+def topk_from_node(node) -> dict:
+    """`shape` = X's shape, `k` = K's constant, else Values' (dValues') length along axis."""
+    x = node.shape("X")
+    if "K" in node.values:
+        k = int(np.asarray(node.values["K"]).reshape(-1)[0])
+    else:
+        k = node.shape("dValues")[int(node.attributes.get("axis", -1)) % len(x)]
+    return {"shape": list(x), "k": k}
+
+
+def trilu_from_node(node) -> dict:
+    """`shape` = the input's shape; k is the node's own input (its constant, or left out: match()'s omit)."""
+    return {"shape": list(node.shape("input"))}

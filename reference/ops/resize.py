@@ -172,3 +172,30 @@ def case_shapes(params):
         dy = x  # an invalid group's values: any dY will do
     return {"X": x, "roi": (2 * len(given),), "scales": None if scales is None else (len(scales),),
             "sizes": None if sizes is None else (len(sizes),), "dY": dy}
+
+
+def _scale_for(n_in: int, n_out: int) -> float:
+    """A float32 scale giving n_out from n_in (floor(n_in * scale) = n_out, in float32 and float64): n_out / n_in,
+    nudged up past rounding."""
+    if n_in == 0:
+        return 1.0
+    scale = np.float32(n_out / n_in)
+    while int(scale * np.float32(n_in)) < n_out or int(float(scale) * n_in) < n_out:
+        scale = np.nextafter(scale, np.float32(np.inf))
+    return float(scale)
+
+
+def from_node(node):
+    """`x` and `resize: [scales, sizes]` from a real Resize: the constants when the graph has them; else sizes from
+    dY's shape, scales as dY / X per resized axis (the same shapes; a constant scale such as 2.5 on 3 -> 7 then
+    reads 7 / 3, which moves the sampling coordinates: only the constant states the node exactly)."""
+    x, y = node.shape("X"), node.shape("dY")
+    axes = node.attributes.get("axes")
+    axes = list(range(len(x))) if axes is None else [int(a) % len(x) for a in axes]
+    scales = sizes = None
+    if node.shapes.get("scales") is not None:
+        scales = (_floats(node.values["scales"]) if "scales" in node.values
+                  else [_scale_for(x[a], y[a]) for a in axes])
+    if node.shapes.get("sizes") is not None:
+        sizes = node.value("sizes") if "sizes" in node.values else [y[a] for a in axes]
+    return {"x": list(x), "resize": [scales, sizes]}

@@ -343,3 +343,51 @@ def expand_from_node(node) -> dict:
 
 def flatten_from_node(node) -> dict:
     return {"x": list(node.shape("input"))}
+
+
+# ---- cases.from_node hooks for Squeeze, Unsqueeze, Transpose and Tile (training graph; graph_b block) ----------
+
+def _added_axes(short, long) -> list[int]:
+    """The positions of `long` that are size-1 dims absent from `short` (matched from the left): Squeeze's or
+    Unsqueeze's axes when the graph computes them; any consistent choice is the same reshape."""
+    added, j = [], 0
+    for i, d in enumerate(long):
+        if j < len(short) and short[j] == d:  # the earliest match: a subsequence if any is
+            j += 1
+        else:
+            added.append(i)
+    if j != len(short) or any(long[i] != 1 for i in added):
+        raise ValueError(f"{list(long)} is not {list(short)} with size-1 dims added")
+    return added
+
+
+def squeeze_from_node(node) -> dict:
+    """`x` = data's shape, `ax` = the axes constant (computed axes: the dims of data dY lacks)."""
+    x = list(node.shape("data"))
+    if node.shapes.get("axes") is None:
+        return {"x": x}
+    ax = node.value("axes") if "axes" in node.values else _added_axes(node.shape("dY"), x)
+    return {"x": x, "ax": ax}
+
+
+def unsqueeze_from_node(node) -> dict:
+    """`x` = data's shape, `ax` = the axes constant (computed axes: the dims of dY data lacks)."""
+    x = list(node.shape("data"))
+    ax = node.value("axes") if "axes" in node.values else _added_axes(x, node.shape("dY"))
+    return {"x": x, "ax": ax}
+
+
+def transpose_from_node(node) -> dict:
+    """`x` = data's shape (perm is match()'s, from the node's attribute)."""
+    return {"x": list(node.shape("data"))}
+
+
+def tile_from_node(node) -> dict:
+    """`x` = the input's shape, `reps` = the repeats constant (computed repeats: dY / input per axis)."""
+    x = list(node.shape("input"))
+    if "repeats" in node.values:
+        return {"x": x, "reps": node.value("repeats")}
+    y = node.shape("dY")
+    if 0 in x:
+        raise ValueError(f"repeats of an empty input {x} are not read from dY {list(y)}")
+    return {"x": x, "reps": [n // d for n, d in zip(y, x)]}
