@@ -240,6 +240,11 @@ def census(model: onnx.ModelProto, tensors: dict[str, Tensor], specs: Iterable, 
         if name not in tensors:
             small = value if value.size <= SMALL and value.dtype.kind in "iub" else None
             tensors[name] = Tensor(value.dtype.name, tuple(value.shape), declared.get(name), small)
+    for node in gradient_side(model):  # a forward-only run (the whole graph crashed): t_grad is shaped as t
+        for name in node.input:
+            if name.endswith("_grad") and name not in tensors and name[:-5] in tensors:
+                base = tensors[name[:-5]]
+                tensors[name] = Tensor(base.dtype, base.shape, declared.get(name), None)
     fixed = shape_values(model, tensors)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     nodes_by_name = {n.name: n for n in model.graph.node}

@@ -109,7 +109,7 @@ def run_model(args, catalog_loader, log) -> int:
     graph = onnx.load(str(source.training))
     log(f"running the training graph once ({len(graph.graph.node)} nodes) to read every tensor's shape...")
     try:
-        table = run_graph(source.training, dims, out / "tensors.json", args.timeout * 4)
+        table = run_graph(source.training, dims, out / "tensors.json", args.timeout * 4, log)
     except CensusError as e:
         text = str(e)
         if "--dim" in text:
@@ -118,6 +118,7 @@ def run_model(args, catalog_loader, log) -> int:
         return _finish(doc, out, text, started, failed=True)
     from harness.model.census import declared_shapes
 
+    doc["graph_crash"] = table.pop("__crash__", None)  # ORT could not run the whole training step: a finding
     tensors = _tensors(table, declared_shapes(graph))
     catalog = catalog_loader([])
     specs = catalog.select(None)
@@ -137,7 +138,8 @@ def run_model(args, catalog_loader, log) -> int:
         specs_dir = out / "specs"
         emit.write_overlays(specs_dir, groups, RUN_PREFIX)
         _run(args, catalog_loader, specs_dir, out / "run", sorted({op for _, op in groups}), rows, log)
-    return _finish(doc, out, None, started, failed=any(r["status"] == "failed" for r in rows))
+    failed = any(r["status"] == "failed" for r in rows) or bool(doc["graph_crash"])
+    return _finish(doc, out, doc["graph_crash"], started, failed=failed)
 
 
 def _groups(found: Census, specs, name: str):
@@ -234,7 +236,7 @@ def _why(record: dict) -> str:
 def _finish(doc: dict, out: Path, error: str | None, started: float, failed: bool) -> int:
     rows = doc["configurations"]
     totals = {status: sum(1 for r in rows if r["status"] == status) for status in
-              ("verified", "failed", "divergent", "uncovered", "not run")}
+              ("verified", "failed", "divergent", "uncovered", "not run", "pending")}
     totals["nodes_verified"] = sum(len(r["nodes"]) for r in rows if r["status"] == "verified")
     totals["nodes_failed"] = sum(len(r["nodes"]) for r in rows if r["status"] == "failed")
     totals["nodes_divergent"] = sum(len(r["nodes"]) for r in rows if r["status"] == "divergent")
@@ -266,7 +268,9 @@ def summary_text(doc: dict) -> str:
     t = doc["totals"]
     if doc["configurations"] or doc["uncovered"]:
         lines.append(f"{doc['model']}: {doc.get('gradient_nodes', 0)} gradient-side nodes, "
-                     f"{len(doc['configurations'])} configurations: {t['verified']} verified, {t['failed']} failed, "
+                     f"{len(doc['configurations'])} configurations: "
+                     + (f"{t['pending']} matched to their spec (--no-run: none run), " if t["pending"] else "")
+                     + f"{t['verified']} verified, {t['failed']} failed, "
                      f"{t['divergent']} divergent, {t['uncovered']} outside their spec; "
                      f"{t['nodes_uncovered']} nodes uncovered")
         for row in doc["configurations"]:
