@@ -58,6 +58,8 @@ def main_dtype(spec: Spec, node: NodeConfig) -> str | None:
 
 
 def _candidates(spec: Spec, node: NodeConfig) -> list[dict]:
+    """Proposed params; a hook may add `inputs: {input: generator}` for what the params alone do not build (a Reshape
+    whose shape the graph computes: `{shape: {kind: shape_of, of: dY}}`)."""
     if spec.cases.from_node:
         return [dict(resolve(spec.cases.from_node)(node))]
     found: list[dict] = []
@@ -106,9 +108,7 @@ def rebuild_problem(spec: Spec, node: NodeConfig, params: dict, dtype: str, inpu
                     f"for {params}")
     checked = [name for name in node.values if name in shapes
                and getattr(spec.cases.inputs.get(name), "kind", "float") not in DATA_KINDS]
-    if not checked:
-        return None
-    from harness.core.tensors import make_inputs  # lazy: only configurations with fixed values draw them
+    from harness.core.tensors import make_inputs  # lazy: numpy's drawing only once the shapes agree
 
     try:
         made_all = make_inputs(case)
@@ -154,9 +154,10 @@ def match(spec: Spec, node: NodeConfig) -> Match:
     if not candidates:
         return Match(None, dtype, f"{spec.op}'s spec has no cases.from_node hook and no `shape` param fits")
     attributes = {k: v for k, v in node.attributes.items() if k in spec.attributes}
-    inputs = literal_inputs(spec, node)
+    literal = literal_inputs(spec, node)
     problems = []
     for candidate in candidates:
+        inputs = {**candidate.pop("inputs", {}), **literal}
         params = _outputs_and_omit(spec, node, {**candidate, **attributes})
         problem = rebuild_problem(spec, node, params, dtype, inputs)
         if problem is None:

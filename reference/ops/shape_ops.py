@@ -332,13 +332,18 @@ def _shape_values(node) -> list[int]:
     return node.value("shape") if "shape" in node.values else list(node.shape("dY"))
 
 
+def _computed_shape(node) -> dict:
+    """The group generator for a `shape` input the graph computes: dY's shape (a constant one is match()'s literal)."""
+    return {} if "shape" in node.values else {"inputs": {"shape": {"kind": "shape_of", "of": "dY"}}}
+
+
 def reshape_from_node(node) -> dict:
     """`x` = data's shape, `to` = the shape input's values (0 and -1 as written); allowzero is match()'s."""
-    return {"x": list(node.shape("data")), "to": _shape_values(node)}
+    return {"x": list(node.shape("data")), "to": _shape_values(node), **_computed_shape(node)}
 
 
 def expand_from_node(node) -> dict:
-    return {"x": list(node.shape("input")), "to": _shape_values(node)}
+    return {"x": list(node.shape("input")), "to": _shape_values(node), **_computed_shape(node)}
 
 
 def flatten_from_node(node) -> dict:
@@ -366,15 +371,19 @@ def squeeze_from_node(node) -> dict:
     x = list(node.shape("data"))
     if node.shapes.get("axes") is None:
         return {"x": x}
-    ax = node.value("axes") if "axes" in node.values else _added_axes(node.shape("dY"), x)
-    return {"x": x, "ax": ax}
+    if "axes" in node.values:
+        return {"x": x, "ax": node.value("axes")}
+    ax = _added_axes(node.shape("dY"), x)
+    return {"x": x, "ax": ax, "inputs": {"axes": {"values": ax}}}  # computed in the graph: the group writes them
 
 
 def unsqueeze_from_node(node) -> dict:
     """`x` = data's shape, `ax` = the axes constant (computed axes: the dims of dY data lacks)."""
     x = list(node.shape("data"))
-    ax = node.value("axes") if "axes" in node.values else _added_axes(x, node.shape("dY"))
-    return {"x": x, "ax": ax}
+    if "axes" in node.values:
+        return {"x": x, "ax": node.value("axes")}
+    ax = _added_axes(x, node.shape("dY"))
+    return {"x": x, "ax": ax, "inputs": {"axes": {"values": ax}}}  # computed in the graph: the group writes them
 
 
 def transpose_from_node(node) -> dict:

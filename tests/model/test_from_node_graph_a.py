@@ -59,7 +59,8 @@ CASES = {
                                {"x": [2, 8, 12, 64], "to": [2, -1, 768]}, False),
     "reshape_computed_shape": (shape_ops.reshape_from_node,  # the shape input computed in the graph: dY's shape
                                node("ReshapeGradient", {"dY": (2, 768), "data": (2, 768, 1, 1), "shape": (2,)}),
-                               {"x": [2, 768, 1, 1], "to": [2, 768]}, True),
+                               {"x": [2, 768, 1, 1], "to": [2, 768],
+                                "inputs": {"shape": {"kind": "shape_of", "of": "dY"}}}, True),
     "expand_mask": (shape_ops.expand_from_node,
                     node("ExpandGradient", {"dY": (2, 12, 8, 8), "input": (2, 1, 1, 8), "shape": (4,)},
                          values={"shape": [2, 12, 8, 8]}),
