@@ -151,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the configurations as case groups <name>_<k> into DIR/<domain>/<Op>.overlay.yaml "
                         "(a --specs directory; the model's earlier groups there are replaced)")
     p.add_argument("--no-run", action="store_true", help="the census and --emit-cases only; run nothing")
+    p.add_argument("--list", action="store_true",
+                   help="print every gradient-side node under its configuration (op, domain, dtypes, shapes, attributes)")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
     p.set_defaults(func=cmd_model)
 

@@ -13,6 +13,7 @@ Each gradient-side node is then
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from onnx import helper, numpy_helper
 from harness.model.node import NodeConfig
 
 GRAD_MARK = "_Grad/"
+UNKNOWN = re.compile(r"^unk__\d+$")
 SMALL = 64  # integer tensors up to this many elements travel with the configuration as values
 
 
@@ -50,6 +52,7 @@ class Configuration:
     dynamic_axes: dict[str, dict[int, str | None]]   # forward input -> {axis: dim_param or None}
     constants: list[str]            # forward inputs the graph holds as constants (training-graph specs)
     opset: int | None
+    mismatch: str = ""              # the graph feeds the node an incoming gradient not shaped as its forward tensor
     nodes: list[str] = field(default_factory=list)   # the gradient-side nodes this configuration covers
     layers: list[str] = field(default_factory=list)  # the forward nodes they differentiate
 
@@ -58,7 +61,7 @@ class Configuration:
         return json.dumps([self.spec, {k: v for k, v in node.shapes.items()}, node.dtypes, _plain(node.attributes),
                            list(node.outputs), {k: np.asarray(v).tolist() for k, v in node.values.items()},
                            {k: {str(a): n for a, n in v.items()} for k, v in self.dynamic_axes.items()},
-                           self.constants, self.opset], sort_keys=True, default=str)
+                           self.constants, self.opset, self.mismatch], sort_keys=True, default=str)
 
 
 @dataclass
@@ -77,6 +80,7 @@ class Census:
     uncovered: list[Uncovered]
     dims: dict[str, int]
     opset: int
+    ops: dict[str, str] = field(default_factory=dict)  # gradient-side node -> domain::op
 
 
 def _domain(domain: str | None) -> str:
@@ -170,6 +174,21 @@ def take(spec, node: onnx.NodeProto, tensors: dict[str, Tensor], constants: dict
     return NodeConfig(spec.op, shapes, dtypes, values, attributes_of(node), outputs, output_shapes)
 
 
+def gradient_mismatch(spec, node: onnx.NodeProto, tensors: dict[str, Tensor]) -> str:
+    """An incoming gradient `<t>_grad` whose shape is not its forward tensor t's: the graph upstream left a
+    broadcast unreduced (or reshaped it wrongly), so this node computes from a gradient of the wrong tensor."""
+    for i, inp in enumerate(spec.inputs):
+        name = node.input[i] if i < len(node.input) else ""
+        if inp.role != "grad_output" or not name.endswith("_grad"):
+            continue
+        grad, base = tensors.get(name), tensors.get(name[:-5])
+        if grad is not None and base is not None and grad.shape != base.shape:
+            return (f"the training graph feeds {inp.name} = {name} of shape {list(grad.shape)}, but {name[:-5]} (the "
+                    f"forward tensor it is the gradient of) has shape {list(base.shape)}: a gradient upstream was "
+                    "not reduced to its tensor's shape, so this node's result is wrong")
+    return ""
+
+
 def take_forward(spec, node: onnx.NodeProto, tensors: dict[str, Tensor], constants: dict[str, np.ndarray],
                  has_grad: set[str]) -> NodeConfig:
     """A training-graph spec's view of a forward node: forward inputs by name, each grad_output shaped as the forward
@@ -219,7 +238,10 @@ def dynamic_axes(spec, node: onnx.NodeProto, declared: dict[str, tuple], forward
         dims = declared.get(tensor) if tensor else None
         if dims is None:
             continue
-        symbolic = {axis: (d if isinstance(d, str) else None) for axis, d in enumerate(dims) if not isinstance(d, int)}
+        # ORT names the dimensions it could not infer unk__<n> when it writes the graph: to its builder they were
+        # unknown (no name), which it treats otherwise than two distinct names (a broadcast it cannot prove)
+        symbolic = {axis: (d if isinstance(d, str) and not UNKNOWN.match(d) else None)
+                    for axis, d in enumerate(dims) if not isinstance(d, int)}
         if symbolic:
             axes[name] = symbolic
     return axes
@@ -268,7 +290,8 @@ def census(model: onnx.ModelProto, tensors: dict[str, Tensor], specs: Iterable, 
         if spec is not None:
             config = Configuration(spec.op, "kernel", node.op_type, node.domain or "ai.onnx",
                                    take(spec, node, tensors, fixed),
-                                   dynamic_axes(spec, node, declared, forward=False), [], opset)
+                                   dynamic_axes(spec, node, declared, forward=False), [], opset,
+                                   gradient_mismatch(spec, node, tensors))
             layer = forward_name(node)
             add(config, node.name, layer)
             if layer:
@@ -315,4 +338,5 @@ def census(model: onnx.ModelProto, tensors: dict[str, Tensor], specs: Iterable, 
         entry = uncovered.setdefault((domain, node.op_type, reason), Uncovered(node.op_type, domain or "ai.onnx", reason))
         entry.nodes.append(node.name)
     return Census(len(model.graph.node), [n.name for n in grad_nodes], list(configurations.values()),
-                  list(uncovered.values()), dims, opset)
+                  list(uncovered.values()), dims, opset,
+                  {n.name: f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in grad_nodes})
