@@ -150,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit-cases", type=Path, metavar="DIR",
                    help="also write the configurations as case groups <name>_<k> into DIR/<domain>/<Op>.overlay.yaml "
                         "(a --specs directory; the model's earlier groups there are replaced)")
+    p.add_argument("--into-specs", action="store_true",
+                   help="with --emit-cases: write the groups into the spec files of DIR themselves (a marked block at "
+                        "the end of cases.groups; how the built-in specs hold real models' configurations)")
     p.add_argument("--no-run", action="store_true", help="the census and --emit-cases only; run nothing")
     p.add_argument("--list", action="store_true",
                    help="print every gradient-side node under its configuration (op, domain, dtypes, shapes, attributes)")

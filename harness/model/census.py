@@ -285,6 +285,16 @@ def census(model: onnx.ModelProto, tensors: dict[str, Tensor], specs: Iterable, 
     # a forward node whose gradient holds a kernel spec's node (Gather -> GatherGrad) is covered by it: the
     # builder's helper nodes beside it (the Shape that feeds GatherGrad) belong to that configuration
     by_layer: dict[str, Configuration] = {}
+    # the forward ops ORT rewrites into training kernels (LSTM -> LSTMTraining, GRU -> GRUTraining) have kernel specs
+    # of their own: their nodes are configurations too, though they run before the loss
+    grad_names = {(n.name, tuple(n.output)) for n in grad_nodes}
+    for node in model.graph.node:
+        spec = kernel.get((_domain(node.domain), node.op_type))
+        if spec is not None and (node.name, tuple(node.output)) not in grad_names:
+            config = Configuration(spec.op, "kernel", node.op_type, node.domain or "ai.onnx",
+                                   take(spec, node, tensors, fixed),
+                                   dynamic_axes(spec, node, declared, forward=False), [], opset)
+            add(config, node.name, None)
     for node in grad_nodes:
         spec = kernel.get((_domain(node.domain), node.op_type))
         if spec is not None:

@@ -133,9 +133,14 @@ def run_model(args, catalog_loader, log) -> int:
         f"{len({c.spec for c in found.configurations})} specs, {sum(len(u.nodes) for u in found.uncovered)} nodes without a spec")
     if args.emit_cases:
         prefix = emit.group_prefix(name)
-        emitted = {key: [dict(g, name=f"{prefix}_{g['name'].split('_')[-1]}") for g in value] for key, value in groups.items()}
-        for written in emit.write_overlays(Path(args.emit_cases), emitted, prefix):
-            log(f"wrote {written}")
+        emitted = {key: emit.tiered([dict(g, name=f"{prefix}_{g['name'].split('_')[-1]}") for g in value])
+                   for key, value in groups.items()}
+        writer = emit.write_into_specs if getattr(args, "into_specs", False) else emit.write_overlays
+        try:
+            for written in writer(Path(args.emit_cases), emitted, prefix):
+                log(f"wrote {written}")
+        except emit.EmitError as e:
+            raise ModelUsageError(f"--emit-cases {args.emit_cases}: {e}") from None
     if not args.no_run and groups:
         specs_dir = out / "specs"
         emit.write_overlays(specs_dir, groups, RUN_PREFIX)

@@ -66,10 +66,11 @@ def _candidates(spec: Spec, node: NodeConfig) -> list[dict]:
     grad = next((i for i in spec.inputs if i.role == "grad_output" and node.shapes.get(i.name) is not None), None)
     if grad is not None:
         found.append({"shape": list(node.shape(grad.name))})
-    named = {i.name: list(node.shapes[i.name]) for i in spec.inputs  # type: ignore[arg-type]
-             if i.name in spec.cases.params and node.shapes.get(i.name) is not None}
-    if named:
-        found.append(named)
+    for roles in (("forward_input",), ("forward_input", "grad_output", "forward_output", "saved_activation")):
+        named = {i.name: list(node.shapes[i.name]) for i in spec.inputs  # type: ignore[arg-type]
+                 if i.role in roles and i.name in spec.cases.params and node.shapes.get(i.name) is not None}
+        if named and named not in found:
+            found.append(named)
     return found
 
 
