@@ -196,36 +196,39 @@ def _run(args, catalog_loader, specs_dir: Path, run_dir: Path, ops: list[str], r
         if row["group"] is None:
             continue
         mine = [r for r in records if r["op"] == row["spec"] and r["group"] == row["group"]]
-        row["backends"] = {}
-        for r in mine:  # a backend's worst record (a case may have several checks)
-            before = row["backends"].get(r["backend"])
-            if before is None or _rank(r["status"]) > _rank(before):
-                row["backends"][r["backend"]] = r["status"]
-        statuses = set(row["backends"].values())
         row["rerun"] = (f"opconform run --specs {specs_dir}{extra} --ops {row['spec']} --cases '{row['group']}/*' "
                         f"--tier nightly")
-        failing = {b: s for b, s in row["backends"].items() if s in UNEXPECTED}
-        if not mine:
-            row["status"], row["reason"] = "failed", "the run recorded no result for this configuration"
-        elif failing:
-            row["status"] = "failed"
-            worst = [r for r in mine if r["status"] in UNEXPECTED]
-            row["reason"] = "; ".join(f"{r['backend']}: {r['status']}" + _why(r) for r in worst)[:600]
-            spec = specs.get(row["spec"])
-            kinds = {(r["backend"], r.get("failure")) for r in worst}
-            row["known"] = [{"id": d.id, "backend": d.backend, "summary": d.summary}
-                            for d in (spec.known_divergences if spec else [])
-                            if any(b == d.backend and any(f in EXPLAINS.get(res, ()) for res in d.results)
-                                   for b, f in kinds)]
-        elif "divergent" in statuses:
-            row["status"] = "divergent"
-            for r in mine:
-                if r["status"] == "divergent" and r.get("divergence"):
-                    row["divergences"].append(r["divergence"])
-        elif "pass" in statuses:
-            row["status"] = "verified"
-        else:
-            row["status"], row["reason"] = "not run", "no backend ran it: " + ", ".join(f"{b}: {s}" for b, s in row["backends"].items())
+        judge(row, mine, specs.get(row["spec"]))
+
+
+def judge(row: dict, mine: list[dict], spec) -> None:
+    """A configuration's status from its records: failed when any backend's record is unexpected (fail, crashed,
+    error; with the spec's declared divergences of that backend and kind as hints), else divergent or waived when
+    any is, else verified when a backend passed, else not run."""
+    row["backends"] = {}
+    for r in mine:  # a backend's worst record (a case may have several checks)
+        before = row["backends"].get(r["backend"])
+        if before is None or _rank(r["status"]) > _rank(before):
+            row["backends"][r["backend"]] = r["status"]
+    statuses = set(row["backends"].values())
+    if not mine:
+        row["status"], row["reason"] = "failed", "the run recorded no result for this configuration"
+    elif statuses & set(UNEXPECTED):
+        row["status"] = "failed"
+        worst = [r for r in mine if r["status"] in UNEXPECTED]
+        row["reason"] = "; ".join(f"{r['backend']}: {r['status']}" + _why(r) for r in worst)[:600]
+        kinds = {(r["backend"], r.get("failure")) for r in worst}
+        row["known"] = [{"id": d.id, "backend": d.backend, "summary": d.summary}
+                        for d in (spec.known_divergences if spec else [])
+                        if any(b == d.backend and any(f in EXPLAINS.get(res, ()) for res in d.results)
+                               for b, f in kinds)]
+    elif "divergent" in statuses or "waived" in statuses:
+        row["status"] = "divergent" if "divergent" in statuses else "waived"
+        row["divergences"] = [r["divergence"] for r in mine if r["status"] == "divergent" and r.get("divergence")]
+    elif "pass" in statuses:
+        row["status"] = "verified"
+    else:
+        row["status"], row["reason"] = "not run", "no backend ran it: " + ", ".join(f"{b}: {s}" for b, s in row["backends"].items())
 
 
 def _rank(status: str) -> int:
@@ -245,7 +248,7 @@ def _why(record: dict) -> str:
 def _finish(doc: dict, out: Path, error: str | None, started: float, failed: bool) -> int:
     rows = doc["configurations"]
     totals = {status: sum(1 for r in rows if r["status"] == status) for status in
-              ("verified", "failed", "divergent", "uncovered", "not run", "pending")}
+              ("verified", "failed", "divergent", "waived", "uncovered", "not run", "pending")}
     totals["nodes_verified"] = sum(len(r["nodes"]) for r in rows if r["status"] == "verified")
     totals["nodes_failed"] = sum(len(r["nodes"]) for r in rows if r["status"] == "failed")
     totals["nodes_divergent"] = sum(len(r["nodes"]) for r in rows if r["status"] == "divergent")
