@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"backends"},
     {"run"},
     {"report", "bench", "codegen"},
+    {"model"},  # opconform model: runs the cases (run) and writes its page (report)
     {"pytest_plugin", "cli"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.backends.ort_autograd import short_message
+
 LOSSES = {"mse": "MSELoss", "crossentropy": "CrossEntropyLoss", "bce": "BCEWithLogitsLoss", "l1": "L1Loss"}
 NEEDS_TORCH = ("opconform model on a forward model builds its training graph with onnxruntime.training.artifacts, "
                "which needs torch: pip install 'opconform[torch]' (or give a training_model.onnx or an artifacts "
@@ -55,8 +57,6 @@ def main(model_path: str, out_dir: str, loss: str, frozen_json: str) -> int:
 
 
 def short(message: str) -> str:
-    from harness.backends.ort_autograd import short_message
-
     return short_message(message)
 
 

@@ -249,8 +249,6 @@ def dynamic_axes(spec, node: onnx.NodeProto, declared: dict[str, tuple], forward
 
 def census(model: onnx.ModelProto, tensors: dict[str, Tensor], specs: Iterable, dims: dict[str, int]) -> Census:
     """Configurations (deduplicated, in graph order) and uncovered nodes of a training graph already run."""
-    from harness.model import match as _match  # noqa: F401 - imported for the caller's convenience
-
     kernel = {(_domain(s.domain), s.op): s for s in specs if s.subject == "kernel"}
     by_forward = {(_domain(s.forward.domain), s.forward.op): s
                   for s in specs if s.subject == "training_graph" and s.forward is not None}
@@ -343,6 +341,9 @@ def census(model: onnx.ModelProto, tensors: dict[str, Tensor], specs: Iterable, 
                 continue
             reason = f"no spec for the gradient of {fnode.op_type} (no kernel spec for {node.op_type}, no " \
                      f"{fnode.op_type}Gradient training-graph spec)"
+        elif node.name.startswith("AccumulateGrad_"):
+            reason = (f"no spec for {domain or 'ai.onnx'}::{node.op_type}: the builder's sum of the gradients a tensor "
+                      "receives from its several consumers")
         else:
             reason = f"no spec for {domain or 'ai.onnx'}::{node.op_type}"
         entry = uncovered.setdefault((domain, node.op_type, reason), Uncovered(node.op_type, domain or "ai.onnx", reason))

@@ -20,14 +20,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from harness.core.status import EXPLAINS, SEVERITY, UNEXPECTED
 from harness.model import emit
 from harness.model.build import BuildError, build
-from harness.model.census import Census, CensusError, Tensor, census
+from harness.model.census import Census, CensusError, Tensor, census, declared_shapes
 from harness.model.graph_run import run_graph
 from harness.model.match import match
+from harness.report.model_page import write_model_page
+from harness.run.rundir import read_results
+from harness.run.runner import RunOptions, print_summary
+from harness.run.runner import run as run_cases
 
 RUN_PREFIX = "model"
 ARTIFACT_FILE = "training_model.onnx"
@@ -76,8 +81,6 @@ def classify(path: Path) -> Source:
 
 
 def _tensors(table: dict, declared: dict) -> dict[str, Tensor]:
-    import numpy as np
-
     return {name: Tensor(e["dtype"], tuple(e["shape"]), declared.get(name),
                          None if "value" not in e else np.asarray(e["value"], dtype=e["dtype"]))
             for name, e in table.items()}
@@ -117,8 +120,6 @@ def run_model(args, catalog_loader, log) -> int:
             raise ModelUsageError(text) from None
         doc["census_error"] = text
         return _finish(doc, out, text, started, failed=True)
-    from harness.model.census import declared_shapes
-
     doc["graph_crash"] = table.pop("__crash__", None)  # ORT could not run the whole training step: a finding
     tensors = _tensors(table, declared_shapes(graph))
     catalog = catalog_loader([])
@@ -179,16 +180,14 @@ def _groups(found: Census, specs, name: str):
 
 
 def _run(args, catalog_loader, specs_dir: Path, run_dir: Path, ops: list[str], rows: list[dict], log) -> None:
-    from harness.run.rundir import read_results
-    from harness.run.runner import RunOptions, print_summary
-    from harness.run.runner import run as run_cases
-
     catalog = catalog_loader([specs_dir])
     options = RunOptions(ops=ops, backends=args.backends, tier="nightly", cases=f"{RUN_PREFIX}_*", threads=args.threads,
                          timeout=args.timeout, out=run_dir, progress=args.progress,
                          allow_missing_backends=args.allow_missing_backends)
     outcome = run_cases(catalog, options)
+    print("the model's configurations, each run as a case group of its spec:")
     print_summary(outcome)
+    print()
     records = [r for r in read_results(run_dir) if r.get("group", "").startswith(RUN_PREFIX + "_")]
     specs = {s.op: s for s in catalog.specs}
     extra = "".join(f" --specs {d}" for d in (args.specs or []))
@@ -261,11 +260,7 @@ def _finish(doc: dict, out: Path, error: str | None, started: float, failed: boo
     (out / "model.json").write_text(json.dumps(doc, indent=1, default=str))
     page = None
     try:
-        from harness.report.model_page import write_model_page
-
         page = write_model_page(doc, out / "model.html")
-    except ImportError:
-        pass
     except Exception as e:  # noqa: BLE001 - the census is on disk; the page can be written again
         print(f"opconform: warning: could not write the model report: {type(e).__name__}: {e}", file=sys.stderr)
     if getattr(_finish, "listing", False):
@@ -313,5 +308,5 @@ def summary_text(doc: dict) -> str:
                     lines.append(f"            rerun: {row['rerun']}")
         for u in doc["uncovered"]:
             lines.append(f"  no spec   {u['domain']}::{u['op']} ({len(u['nodes'])} node(s)): {u['reason']}")
-    lines.append(f"verdict: {doc['verdict']}")
+    lines.append(f"model verdict: {doc['verdict']}")
     return "\n".join(lines)

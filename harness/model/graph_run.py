@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.model.census import CensusError, gradient_side
+
 SMALL = 64
 
 
 def feeds_for(session, dims: dict[str, int]) -> dict[str, np.ndarray]:
-    from harness.model.census import CensusError
-
     rng = np.random.default_rng(0)
     feeds, missing = {}, []
     for inp in session.get_inputs():
@@ -53,8 +53,6 @@ def main(model_path: str, dims_json: str, out_path: str, forward_only: str = "")
     import onnx
     import onnxruntime as ort
     from onnx import helper
-
-    from harness.model.census import CensusError, gradient_side
 
     model = onnx.load(model_path)
     if forward_only:  # the forward part only: the gradients' shapes follow from their tensors' (census.fill_gradients)
@@ -100,8 +98,6 @@ def run_graph(model_path: Path, dims: dict[str, int], out: Path, timeout: float,
     """tensor -> {dtype, shape[, value]} for every input and node output, from a child process. When ORT crashes
     on the whole training graph (a finding of its own, kept in the table as "crash"), the forward part is run
     alone and the gradients' shapes are their tensors' (census.fill_gradients)."""
-    from harness.model.census import CensusError
-
     done = _child(model_path, dims, out, timeout)
     if done.returncode < 0:
         crash = f"onnxruntime crashed running the whole training graph (signal {-done.returncode})"
@@ -122,8 +118,6 @@ def run_graph(model_path: Path, dims: dict[str, int], out: Path, timeout: float,
 
 
 def _child(model_path: Path, dims: dict, out: Path, timeout: float, forward_only: bool = False):
-    from harness.model.census import CensusError
-
     try:
         return subprocess.run([sys.executable, "-m", "harness.model.graph_run", str(model_path), json.dumps(dims), str(out),
                                "forward" if forward_only else ""], capture_output=True, text=True, timeout=timeout)

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from harness.core import dtypes
-from harness.core.cases import Case
+from harness.core.cases import Case, case_id
 from harness.core.contract import input_problems
 from harness.core.shapes import OMIT, OUTPUTS, CaseError, input_shapes
+from harness.core.tensors import make_inputs
 from harness.model.node import NodeConfig
 from harness.spec.dotted import resolve
 from harness.spec.errors import exception_text
@@ -76,8 +77,6 @@ def _candidates(spec: Spec, node: NodeConfig) -> list[dict]:
 
 def case_for(spec: Spec, params: dict, dtype: str, name: str = PROBE_GROUP, inputs: dict | None = None) -> Case:
     """The one case a group `name` with these params (a single zipped entry) and input generators expands to."""
-    from harness.core.cases import case_id
-
     group = Group(name=name, dtypes=[dtype], params={"config": [params]}, inputs=inputs or {})
     return Case(spec, group, dtype, case_id(name, params), params)
 
@@ -109,8 +108,6 @@ def rebuild_problem(spec: Spec, node: NodeConfig, params: dict, dtype: str, inpu
                     f"for {params}")
     checked = [name for name in node.values if name in shapes
                and getattr(spec.cases.inputs.get(name), "kind", "float") not in DATA_KINDS]
-    from harness.core.tensors import make_inputs  # lazy: numpy's drawing only once the shapes agree
-
     try:
         made_all = make_inputs(case)
     except (CaseError, ValueError, KeyError, TypeError, IndexError) as e:
@@ -172,8 +169,6 @@ def match(spec: Spec, node: NodeConfig) -> Match:
 
 def node_of_case(case: Case, with_values: bool = True) -> NodeConfig:
     """The NodeConfig a graph would show for this case (the round trip the tests run over every spec's cases)."""
-    from harness.core.tensors import make_inputs
-
     spec = case.spec
     shapes = {name: (None if s is None else tuple(int(d) for d in s)) for name, s in input_shapes(case).items()}
     values: dict[str, np.ndarray] = {}

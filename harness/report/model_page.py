@@ -8,8 +8,11 @@ import shlex
 from functools import lru_cache
 from pathlib import Path
 
+import yaml
+
 from harness.report.render import assets, environment
 from harness.report.status import css
+from harness.spec.sources import builtin_root
 
 # The model's configuration statuses (command.py _groups/_run), worst first: the table's order.
 ORDER = ("failed", "divergent", "not run", "pending", "uncovered", "verified")
@@ -47,10 +50,6 @@ def _value(v) -> str:
 @lru_cache(maxsize=64)
 def _declared(domain: str, spec: str) -> dict:
     """The built-in spec's known divergences by id (for a record that names one by id): best effort."""
-    import yaml
-
-    from harness.spec.sources import builtin_root
-
     try:
         text = (builtin_root() / domain / f"{spec}.yaml").read_text(encoding="utf-8")
         found = yaml.safe_load(text) or {}

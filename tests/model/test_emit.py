@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import onnx
 import pytest
 import yaml
 from onnx import TensorProto, helper

@@ -114,7 +114,7 @@ def test_cnn_forward_model_every_configuration_verified(cnn_run):
     # the optimizer family has no spec yet: reported, never silently dropped
     assert any(u["op"] == "InPlaceAccumulatorV2" for u in found["uncovered"])
     assert found["totals"]["nodes_uncovered"] >= 4
-    assert "verdict: PASS" in done.stdout
+    assert "model verdict: PASS" in done.stdout
 
 
 def test_artifacts_directory_and_training_graph_file_give_the_same_census(cnn_run, tmp_path):
