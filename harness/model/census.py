@@ -156,18 +156,28 @@ def shape_values(model: onnx.ModelProto, tensors: dict[str, Tensor]) -> dict[str
     return values
 
 
+def _record(key: str, name: str, tensors: dict[str, Tensor], constants: dict[str, np.ndarray], shapes: dict,
+            dtypes: dict, values: dict) -> bool:
+    """One input as a configuration holds it: its shape (None when the node leaves it out), dtype and, for a small
+    integer tensor the graph fixes, its value. True when the node has it."""
+    tensor = tensors.get(name) if name else None
+    shapes[key] = None if tensor is None else tensor.shape
+    if tensor is None:
+        return False
+    dtypes[key] = tensor.dtype
+    value = constants.get(name)
+    if value is not None and np.asarray(value).size <= SMALL and np.asarray(value).dtype.kind in "iub":
+        values[key] = np.asarray(value)
+    return True
+
+
 def take(spec, node: onnx.NodeProto, tensors: dict[str, Tensor], constants: dict[str, np.ndarray]) -> NodeConfig:
     """A kernel spec's view of its own gradient node: inputs and outputs by position, in schema order."""
-    shapes, dtypes, values = {}, {}, {}
+    shapes: dict = {}
+    dtypes: dict = {}
+    values: dict = {}
     for i, inp in enumerate(spec.inputs):
-        name = node.input[i] if i < len(node.input) else ""
-        tensor = tensors.get(name) if name else None
-        shapes[inp.name] = None if tensor is None else tensor.shape
-        if tensor is not None:
-            dtypes[inp.name] = tensor.dtype
-            value = constants.get(name)
-            if value is not None and np.asarray(value).size <= SMALL and np.asarray(value).dtype.kind in "iub":
-                values[inp.name] = np.asarray(value)
+        _record(inp.name, node.input[i] if i < len(node.input) else "", tensors, constants, shapes, dtypes, values)
     outputs = tuple(o.name for i, o in enumerate(spec.outputs) if i < len(node.output) and node.output[i])
     output_shapes = {o.name: tensors[node.output[i]].shape for i, o in enumerate(spec.outputs)
                      if i < len(node.output) and node.output[i] in tensors}
@@ -197,7 +207,10 @@ def take_forward(spec, node: onnx.NodeProto, tensors: dict[str, Tensor], constan
     forward = spec.forward
     positions = {name: i for i, name in enumerate(forward.inputs)}
     out_positions = {name: i for i, name in enumerate(forward.outputs)}
-    shapes, dtypes, values, grads = {}, {}, {}, set()
+    shapes: dict = {}
+    dtypes: dict = {}
+    values: dict = {}
+    grads: set[str] = set()
     for inp in spec.inputs:
         if inp.role == "grad_output":
             k = out_positions.get(inp.grad_of or "", -1)
@@ -209,15 +222,8 @@ def take_forward(spec, node: onnx.NodeProto, tensors: dict[str, Tensor], constan
             continue
         k = positions.get(inp.forward_name or inp.name, -1)
         name = node.input[k] if 0 <= k < len(node.input) else ""
-        tensor = tensors.get(name) if name else None
-        shapes[inp.name] = None if tensor is None else tensor.shape
-        if tensor is not None:
-            dtypes[inp.name] = tensor.dtype
-            value = constants.get(name)
-            if value is not None and np.asarray(value).size <= SMALL and np.asarray(value).dtype.kind in "iub":
-                values[inp.name] = np.asarray(value)
-            if f"{name}_grad" in has_grad:
-                grads.add(inp.forward_name or inp.name)
+        if _record(inp.name, name, tensors, constants, shapes, dtypes, values) and f"{name}_grad" in has_grad:
+            grads.add(inp.forward_name or inp.name)
     outputs = tuple(o.name for o in spec.outputs if o.grad_of in grads)
     return NodeConfig(spec.op, shapes, dtypes, values, attributes_of(node), outputs)
 

@@ -167,12 +167,9 @@ def from_node(node):
     """LSTMGrad and LSTMTraining: seq, batch and input_size from X [seq, batch, input_size] (layout 0, the only
     one the specs have), hidden_size from R when the node does not write it, with_peepholes when P is given
     (LSTMTraining; LSTMGrad takes no P)."""
-    seq, batch, size = node.shape("X")
-    params = {"seq": seq, "batch": batch, "input_size": size}
-    if "hidden_size" not in node.attributes:
-        params["hidden_size"] = node.shape("R")[-1]
-    if node.shapes.get("sequence_lens") is not None:
-        params["with_sequence_lens"] = True
+    from reference.ops.gru_grad import from_node as recurrent_params  # lazy: the GRU module only for a graph's node
+
+    params = recurrent_params(node)  # the same X, R and sequence_lens rules
     if node.shapes.get("P") is not None:
         params["with_peepholes"] = True
     return params
