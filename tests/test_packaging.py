@@ -60,6 +60,7 @@ def test_the_wheel_in_a_fresh_venv(tmp_path):
     specs_found_through_the_package(installed, empty)
     validate_and_a_smoke_run_from_an_empty_directory(installed, empty)
     a_team_directory_beside_the_built_in_specs(installed, empty)
+    a_training_graph_checked_by_the_installed_package(installed, empty)
 
 
 def working_directory(tmp_path) -> tuple[Path, dict]:
@@ -126,3 +127,46 @@ def a_team_directory_beside_the_built_in_specs(installed, empty):
     clash = subprocess.run([installed / "opconform", "run", "--specs", team, "--ops", "ReluGrad"], cwd=where, env=env,
                            capture_output=True, text=True)
     assert clash.returncode == 2 and "GeluGrad is a built-in spec in" in clash.stderr, clash.stderr
+
+
+def training_graph(path: Path) -> Path:
+    """A small training graph as ORT's builder names it (Relu, a ReduceSum loss, their gradients), runnable by ORT."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="/act/Relu"),
+             helper.make_node("ReduceSum", ["y"], ["loss"], name="/loss/ReduceSum", keepdims=0),
+             helper.make_node("Shape", ["y"], ["y_shape"], name="/loss/ReduceSum_Grad/Shape_0"),
+             helper.make_node("Expand", ["loss_grad", "y_shape"], ["y_grad"], name="/loss/ReduceSum_Grad/Expand_1"),
+             helper.make_node("ReluGrad", ["y_grad", "x"], ["x_grad"], name="/act/Relu_Grad/ReluGrad_0",
+                              domain="com.microsoft")]
+    graph = helper.make_graph(nodes, "training", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 5])],
+                              [helper.make_tensor_value_info("loss", TensorProto.FLOAT, []),
+                               helper.make_tensor_value_info("x_grad", TensorProto.FLOAT, ["batch", 5])],
+                              initializer=[numpy_helper.from_array(__import__("numpy").ones((), "float32"), "loss_grad")])
+    model = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 17),
+                                                                  helper.make_opsetid("com.microsoft", 1)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def a_training_graph_checked_by_the_installed_package(installed, empty):
+    """`opconform model` from the wheel, without torch: a training graph file is checked; a forward model says in
+    one line that building its training graph needs torch."""
+    where, env = empty
+    graph = training_graph(where.parent / "training_model.onnx")
+    sh(installed / "opconform", "model", graph, "--dim", "batch=4", "--backends", "reference,openmp,ort",
+       "--out", where / "model", "--no-progress", cwd=where, env=env)
+    doc = json.loads((where / "model" / "model.json").read_text())
+    assert doc["verdict"] == "PASS" and [r["spec"] for r in doc["configurations"] if r["status"] == "verified"] \
+        == ["ReluGrad", "ReduceSumGradient"], doc["configurations"]
+    assert (where / "model" / "model.html").is_file()
+    forward = where.parent / "forward.onnx"
+    from onnx import load_model_from_string
+
+    model = load_model_from_string(graph.read_bytes())
+    del model.graph.node[2:]
+    forward.write_bytes(model.SerializeToString())
+    done = subprocess.run([installed / "opconform", "model", forward, "--dim", "batch=4", "--out", where / "fwd"],
+                          cwd=where, env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "needs torch" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    shutil.rmtree(where / "model")

@@ -14,6 +14,7 @@ or the builder refused the model, 2 bad usage.
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import sys
 import time
@@ -25,7 +26,7 @@ import onnx
 
 from harness.core.status import EXPLAINS, SEVERITY, UNEXPECTED
 from harness.model import emit
-from harness.model.build import BuildError, build
+from harness.model.build import NEEDS_TORCH, BuildError, build
 from harness.model.census import Census, CensusError, Tensor, census, declared_shapes
 from harness.model.graph_run import run_graph
 from harness.model.match import match
@@ -104,6 +105,8 @@ def run_model(args, catalog_loader, log) -> int:
                  "loss": args.loss if source.kind == "forward" else None, "build_error": None, "census_error": None,
                  "configurations": [], "uncovered": [], "totals": {}}
     if source.kind == "forward":
+        if importlib.util.find_spec("torch") is None:  # the environment's, not the model's: a usage error
+            raise ModelUsageError(NEEDS_TORCH)
         log(f"building the training graph of {path} with generate_artifacts (loss {args.loss})...")
         try:
             source.training = build(path, out / "training", args.loss, args.frozen or [], args.timeout * 4)
