@@ -46,7 +46,8 @@ def install(tmp: Path) -> Path:
     deps = tmp / "deps"
     deps.mkdir()
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if not entry.name.startswith(OURS) and not entry.name.endswith(".pth"):
+        # the core install: no torch (the [torch] extra), so what needs it says so
+        if not entry.name.startswith((*OURS, "torch", "functorch")) and not entry.name.endswith(".pth"):
             (deps / entry.name).symlink_to(entry)
     site = Path(sh(venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
     (site / "_opconform_test_deps.pth").write_text(f"{deps}\n")
