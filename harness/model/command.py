@@ -14,6 +14,7 @@ or the builder refused the model, 2 bad usage.
 from __future__ import annotations
 
 import datetime
+import fnmatch
 import importlib.util
 import json
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from harness.core.cases import group_params
 from harness.core.status import EXPLAINS, SEVERITY, UNEXPECTED
 from harness.model import emit
 from harness.model.build import NEEDS_TORCH, BuildError, build
@@ -177,9 +179,29 @@ def _groups(found: Census, specs, name: str):
             group = emit.group_for(name, group_name, config, found_match.params, found_match.dtype, inputs=found_match.inputs)
             groups.setdefault((spec.domain or "ai.onnx", spec.op), []).append(group)
             row.update(group=group_name, status="pending", params=group["params"]["config"][0],
-                       export=group.get("export"), tier=group["tier"])
+                       export=group.get("export"), tier=group["tier"], same_as=same_group(spec, group))
         rows.append(row)
     return groups, rows
+
+
+def _plain_json(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def same_group(spec, group: dict) -> str | None:
+    """The spec's own group whose one case is exactly this configuration (a built-in real-model group: the same
+    params, dtype, export and input generators), whose declared divergences then apply to it."""
+    want = (_plain_json(group["params"]["config"][0]), group["dtypes"], _plain_json(group.get("export")),
+            _plain_json(group.get("inputs") or {}))
+    for own in spec.cases.groups:
+        combos = group_params(own)
+        if len(combos) != 1 or (own.dtypes or spec.cases.dtypes) != group["dtypes"]:
+            continue
+        export = own.export.model_dump(exclude_defaults=True) if own.export else None
+        inputs = {k: v.model_dump(exclude_defaults=True) for k, v in own.inputs.items()}
+        if (_plain_json(combos[0]), group["dtypes"], _plain_json(export), _plain_json(inputs)) == want:
+            return own.name
+    return None
 
 
 def _run(args, catalog_loader, specs_dir: Path, run_dir: Path, ops: list[str], rows: list[dict], log) -> None:
@@ -215,6 +237,10 @@ def judge(row: dict, mine: list[dict], spec) -> None:
     statuses = set(row["backends"].values())
     if not mine:
         row["status"], row["reason"] = "failed", "the run recorded no result for this configuration"
+    elif statuses & set(UNEXPECTED) and (declared := _declared_for_same(row, mine, spec)):
+        row["status"], row["divergences"] = "divergent", declared
+        row["reason"] = (f"the same configuration as {row['spec']}'s own group {row['same_as']}, where the spec declares "
+                         f"it: {', '.join(declared)}")
     elif statuses & set(UNEXPECTED):
         row["status"] = "failed"
         worst = [r for r in mine if r["status"] in UNEXPECTED]
@@ -231,6 +257,24 @@ def judge(row: dict, mine: list[dict], spec) -> None:
         row["status"] = "verified"
     else:
         row["status"], row["reason"] = "not run", "no backend ran it: " + ", ".join(f"{b}: {s}" for b, s in row["backends"].items())
+
+
+def _declared_for_same(row: dict, mine: list[dict], spec) -> list[str]:
+    """The ids of the spec's declared divergences that explain every unexpected record, read as the case of the
+    spec's identical group (row["same_as"]); [] when there is none or one record stays unexplained."""
+    if not row.get("same_as") or spec is None:
+        return []
+    found = []
+    for r in (r for r in mine if r["status"] in UNEXPECTED):
+        case = f"{row['same_as']}/{r['case'].split('/', 1)[1]}" if "/" in r["case"] else row["same_as"]
+        match = next((d for d in spec.known_divergences if d.backend == r["backend"]
+                      and (d.dtypes is None or r["dtype"] in d.dtypes)
+                      and any(fnmatch.fnmatchcase(case, g) for g in d.cases)
+                      and any(r.get("failure") in EXPLAINS.get(res, ()) for res in d.results)), None)
+        if match is None:
+            return []
+        found.append(match.id)
+    return sorted(set(found))
 
 
 def _rank(status: str) -> int:

@@ -161,3 +161,33 @@ def test_a_failure_names_the_declared_divergences_of_its_backend_and_kind():
     assert "ort-autograd-add-symbolic-broadcast-unreduced" in ids
     assert all(k["backend"] == "ort-autograd" for k in row["known"])
     assert not any("refused" in k["summary"] for k in row["known"])  # rejects_valid does not explain wrong_shape
+
+
+def test_the_same_configuration_as_a_declared_group_is_divergent_only_where_declared():
+    """A model's configuration identical to a spec's own group takes that group's declared divergences: GRUGrad
+    declares gru_001 (the GRU classifier) on ort-autograd with wrong values, nothing else."""
+    from harness.model.command import judge
+
+    spec = load_catalog().by_op("GRUGrad")
+    failing = {**record("ort-autograd", "fail", "wrong_values"), "dtype": "float32", "case": "model_001/seq=16;batch=2"}
+    for same_as, rec, status in [("gru_001", failing, "divergent"),
+                                 (None, failing, "failed"),                                    # not identical
+                                 ("basic", failing, "failed"),                                 # a group not declared
+                                 ("gru_001", {**failing, "backend": "ort"}, "failed"),         # another backend
+                                 ("gru_001", {**failing, "failure": "crash", "status": "crashed"}, "failed")]:  # kind
+        row = {**_row(), "spec": "GRUGrad", "same_as": same_as}
+        judge(row, [record("reference", "pass"), rec], spec)
+        assert row["status"] == status, (same_as, rec, row)
+    assert row["known"] == [] or all(k["backend"] == "ort-autograd" for k in row["known"])
+
+
+def test_same_group_finds_the_identical_built_in_group_only():
+    from harness.model.command import same_group
+
+    spec = load_catalog().by_op("GRUGrad")
+    own = next(g for g in spec.cases.groups if g.name == "gru_001")
+    group = {"params": {"config": [dict(own.params["config"][0])]}, "dtypes": ["float32"],
+             "export": own.export.model_dump(exclude_defaults=True) if own.export else None}
+    assert same_group(spec, group) == "gru_001"
+    other = {**group, "params": {"config": [{**own.params["config"][0], "batch": 3}]}}
+    assert same_group(spec, other) is None
