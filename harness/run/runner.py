@@ -160,9 +160,10 @@ def _run(catalog: RunCatalog, options: RunOptions, cases: list[Case], run_dir: P
             nonlocal op_results
             for r in results:
                 record = r.to_json()
-                writer.write(record)
-                tally.add(record)
-                records.append(record)
+                with signals.critical():  # on disk and counted together: a SIGTERM never lands between them
+                    writer.write(record)
+                    tally.add(record)
+                    records.append(record)
                 op_results += 1
 
         for case in cases:
