@@ -20,7 +20,7 @@ import yaml
 EXCLUDED = {
     "NcclAllReduce", "NcclAllGather", "NcclReduceScatter", "AdasumAllReduce", "Send", "Recv", "MegatronF",
     "MegatronG", "LambOptimizer", "SummaryScalar", "SummaryHistogram", "SummaryMerge", "SummaryText", "Group",
-    "PassThrough", "YieldOp", "PythonOp", "PythonOpGrad", "RecordEvent", "WaitEvent", "View", "Scale",
+    "PassThrough", "YieldOp", "PythonOp", "PythonOpGrad", "RecordEvent", "WaitEvent", "View",
     "MixedPrecisionScale", "IsFinite", "All", "ReduceAllL2", "BroadcastGradientArgs", "PadAndUnflatten",
     "TritonOp", "GatherND",
 }
