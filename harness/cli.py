@@ -290,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-schema", action="store_true",
                    help="take inputs, outputs, attributes and types from onnxruntime-training 1.19.2's schema of NAME "
                         "(harness/data/ort_training_ops.yaml)")
+    p.add_argument("--forward", action="store_true",
+                   help="a computation the gradient graph runs (Scale, FusedMatMul, SplitTraining), not a gradient: "
+                        "no forward: section, every input the op's own (default X -> Y; combines with --inputs/--outputs "
+                        "and --from-schema)")
     p.set_defaults(func=cmd_new_op)
     return parser
 
@@ -705,6 +709,8 @@ def cmd_new_op(args) -> int:
                                     ("--from-schema", args.from_schema)) if on]
     if len(chosen) > 1:
         raise UsageError(f"new-op: use one of {', '.join(chosen)}")
+    if args.forward and args.like:
+        raise UsageError("new-op: --forward scaffolds a computation's spec; --like copies an existing spec as it is")
     try:
         signature, domain = None, args.domain
         if args.from_schema:
@@ -714,9 +720,11 @@ def cmd_new_op(args) -> int:
                 entry = ort_op(args.name)
             except KeyError as e:
                 raise scaffold.ScaffoldError(f"--from-schema: {e.args[0]}") from None
-            signature, domain = scaffold.Signature.from_schema(entry), entry["domain"] or "ai.onnx"
+            signature, domain = scaffold.Signature.from_schema(entry, computation=args.forward), entry["domain"] or "ai.onnx"
         elif args.inputs or args.outputs:
-            signature = scaffold.Signature.from_names(args.inputs or [], args.outputs or [])
+            signature = scaffold.Signature.from_names(args.inputs or [], args.outputs or [], computation=args.forward)
+        elif args.forward:
+            signature = scaffold.Signature.default_computation()
         made = scaffold.new_op(root, args.name, like=args.like, domain=domain, signature=signature)
     except scaffold.ScaffoldError as e:
         raise UsageError(str(e)) from None

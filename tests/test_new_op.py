@@ -587,3 +587,36 @@ def test_a_reference_that_does_not_return_is_stopped_by_the_hook_limit(project, 
     assert re.match(r"specs/com.microsoft/TanhGrad.yaml: cases.groups\[0\]: case float32-basic/shape=\w+: the reference "
                     r"reference.ops.burns:tanh_grad did not return: it ran out of its 2 s of CPU$",
                     result.stderr.splitlines()[0]), result.stderr
+
+
+def test_forward_scaffolds_a_computation_without_gradient_placeholders(project, capsys):
+    """new-op --forward: no forward: section, no grad_output or grad_of, every input the op's own; filled in, it
+    validates and its generated tests pass on the reference with no gradient check to run."""
+    specs = project / "specs"
+    assert main(["new-op", "Twice", "--forward", "--specs", str(specs), "--no-builtin-specs"]) == 0
+    capsys.readouterr()
+    spec_path = specs / "com.microsoft" / "Twice.yaml"
+    data = yaml.safe_load(spec_path.read_text())
+    assert "forward" not in data
+    assert [(i["name"], i["role"]) for i in data["inputs"]] == [("X", "forward_input")]
+    assert all("grad_of" not in entry for entry in [*data["inputs"], *data["outputs"]])
+    assert data["outputs"] == [{"name": "Y", "type": "T", "shape_from": "X", "description": "The result."}]
+    assert [f for f, _ in missing_items(data)] == ["summary", "formula", "references[0]"]
+    text = spec_path.read_text()
+    for field, value in (("summary", "Twice its input: a toy computation."), ("formula", "Y = 2 * X")):
+        todo = next(line for line in text.splitlines() if line.strip().startswith(f"{field}: \"TODO"))
+        text = text.replace(todo, f"{todo.split(':')[0]}: \"{value}\"", 1)
+    text = text.replace(next(line for line in text.splitlines() if '- "TODO' in line), "  - the opconform tests' toy op")
+    spec_path.write_text(text)
+    (project / "reference" / "ops" / "twice.py").write_text("def twice(X):\n    return 2.0 * X\n")
+    result = opconform(project, "validate")
+    assert result.returncode == 0 and "Twice" in result.stdout, result.stderr
+    assert opconform(project, "gen-tests").returncode == 0
+    result = pytest_in(project, "-m", "Twice and reference and smoke", "-q")
+    assert result.returncode == 0 and " passed" in result.stdout and "verdict: PASS" in result.stdout, result.stdout[-2000:]
+    # --forward with --inputs/--outputs: names that look like gradients are still the op's own inputs
+    assert main(["new-op", "Scaled", "--forward", "--inputs", "dX,scale", "--outputs", "Y", "--specs", str(specs),
+                 "--no-builtin-specs"]) == 0
+    data = yaml.safe_load((specs / "com.microsoft" / "Scaled.yaml").read_text())
+    assert [i["role"] for i in data["inputs"]] == ["forward_input", "forward_input"] and "forward" not in data
+    assert main(["new-op", "Other", "--forward", "--like", "ReluGrad", "--specs", str(specs), "--no-builtin-specs"]) == 2

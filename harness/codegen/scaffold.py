@@ -130,6 +130,7 @@ class Signature:
     forward_inputs: tuple = ()
     forward_outputs: tuple = ()
     guessed: bool = True         # roles and shapes guessed from names: say so in comments
+    computation: bool = False    # --forward: a computation the gradient graph runs (Scale, FusedMatMul), no forward op
 
     @classmethod
     def default(cls) -> "Signature":
@@ -139,7 +140,14 @@ class Signature:
         return sig
 
     @classmethod
-    def from_names(cls, inputs: list[str], outputs: list[str]) -> "Signature":
+    def default_computation(cls) -> "Signature":
+        """new-op --forward: one input X, one output Y of its shape, like Scale's tensor part."""
+        return cls._build({"T": FLOAT_TYPES}, [{"name": "X", "type": "T"}], [{"name": "Y", "type": "T"}], {},
+                          origin="a computation the gradient graph runs (no forward op to differentiate), "
+                                 "like Scale", guessed=False, computation=True)
+
+    @classmethod
+    def from_names(cls, inputs: list[str], outputs: list[str], computation: bool = False) -> "Signature":
         for name in inputs + outputs:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise ScaffoldError(f"'{name}' is not an input or output name: use letters, digits and _")
@@ -147,10 +155,11 @@ class Signature:
             raise ScaffoldError("--inputs and --outputs each need at least one name, e.g. --inputs dY,X --outputs dX")
         return cls._build({"T": FLOAT_TYPES}, [{"name": n, "type": "T"} for n in inputs],
                           [{"name": n, "type": "T"} for n in outputs], {},
-                          origin=f"inputs {', '.join(inputs)}; outputs {', '.join(outputs)} (from --inputs/--outputs)")
+                          origin=f"inputs {', '.join(inputs)}; outputs {', '.join(outputs)} (from --inputs/--outputs)",
+                          computation=computation)
 
     @classmethod
-    def from_schema(cls, entry: dict) -> "Signature":
+    def from_schema(cls, entry: dict, computation: bool = False) -> "Signature":
         """From a harness/data/ort_training_ops.yaml entry: names, order, optionality, types, attributes."""
         constraints, notes = {}, []
 
@@ -183,20 +192,21 @@ class Signature:
         domain = entry["domain"] or "ai.onnx"
         return cls._build(constraints, inputs, outputs, attributes,
                           origin=f"from the schema of {domain} {entry['op']} (harness/data/ort_training_ops.yaml)",
-                          notes=notes)
+                          notes=notes, computation=computation)
 
     @classmethod
-    def _build(cls, constraints, inputs, outputs, attributes, origin=None, notes=(), guessed=True):
+    def _build(cls, constraints, inputs, outputs, attributes, origin=None, notes=(), guessed=True, computation=False):
         names = [i["name"] for i in inputs]
         floats = [i for i in inputs if set(constraints[i["type"]]) & set(FLOAT_TYPES)]
-        grads = [i for i in floats if _is_grad(i["name"])]
+        grads = [] if computation else [i for i in floats if _is_grad(i["name"])]
         shaper = (grads or floats or inputs)[0]["name"]  # takes the group's `shape` param
         # The documented default, an elementwise gradient (one incoming gradient dY and one forward input X of
         # its shape), is the one shape guess made; with more inputs (a matmul's A and B), or roles the names do
         # not tell, each other input's shape rule is left TODO for validate to list, never guessed.
         elementwise = len(inputs) == 2 and len(grads) == 1 and len(floats) == 2
         for i in inputs:
-            role = "grad_output" if _is_grad(i["name"]) else "forward_input"
+            # a computation's inputs are all its own (no incoming gradient); forward_input is the role for them
+            role = "grad_output" if _is_grad(i["name"]) and not computation else "forward_input"
             fields = {"name": i["name"], "type": i["type"], "role": role}
             if role == "grad_output":
                 fields["grad_of"] = _grad_of(i["name"])
@@ -204,24 +214,28 @@ class Signature:
                 fields["optional"] = True
             if i["name"] != shaper:
                 fields["shape_from"] = shaper if elementwise else SHAPE_TODO.format(name=i["name"], shaper=shaper)
-            fields["description"] = _description(i["name"], role, guessed)
+            fields["description"] = ("The op's input." if computation and not guessed
+                                     else _description(i["name"], role, guessed))
             i["line"] = _flow(fields)
             guess = f"; shape_from {shaper} is a guess" if i["name"] != shaper and elementwise else ""
-            i["comment"] = ROLE_GUESS + guess if guessed else ""
+            i["comment"] = ROLE_GUESS + guess if guessed and not computation else ""
             i["generator"] = _generator(constraints[i["type"]])
         for o in outputs:
             # dX -> X, dscale -> scale, X_grad -> X: the input it is the gradient of, when there is one
             wrt = next((w for w in (o["name"][1:], o["name"].removesuffix("_grad")) if w != o["name"] and w in names),
-                       o["name"])
+                       o["name"]) if not computation else o["name"]
             fields = {"name": o["name"], "type": o["type"]}
             if o.get("option") == "optional":
                 fields["optional"] = True
             # the gradient of an input has that input's shape; any other output's rule is left TODO
-            fields["shape_from"] = wrt if wrt in names else SHAPE_TODO.format(name=o["name"], shaper=shaper)
+            if computation and len(inputs) == 1:
+                fields["shape_from"] = shaper  # one input, one output: an elementwise computation, the one guess
+            else:
+                fields["shape_from"] = wrt if wrt in names else SHAPE_TODO.format(name=o["name"], shaper=shaper)
             if wrt in names:
                 fields["grad_of"] = wrt
             fields["description"] = (f"Gradient of the loss with respect to {wrt}." if wrt in names
-                                     else "TODO: what this output is")
+                                     else "The result." if computation and not guessed else "TODO: what this output is")
             o["line"] = _flow(fields)
             o["comment"] = ""
         main = constraints[inputs[0]["type"]]
@@ -230,7 +244,7 @@ class Signature:
         forward_outputs = [_grad_of(i["name"]) for i in grads] or ["Y"]
         sig = cls(constraints, inputs, outputs, {k: _flow(v) for k, v in attributes.items()}, notes=tuple(notes),
                   dtypes=tuple(dtypes), forward_inputs=tuple(forward_inputs),
-                  forward_outputs=tuple(forward_outputs), guessed=guessed)
+                  forward_outputs=tuple(forward_outputs), guessed=guessed, computation=computation)
         if origin:
             sig.origin = origin
         return sig
