@@ -62,7 +62,9 @@ class OrtBackend(WorkerBackend):
             return classify_error(*_error_parts(e))
         if isinstance(reply, (Crashed, TimedOut)):
             return reply
-        fetched = iter(a.astype(dtypes.NUMPY[d], copy=False) for a, d in zip(reply, model.fetch_dtypes))
+        # an output ORT leaves unwritten comes back None (ConcatTraining's per_input_length for an empty result)
+        fetched = iter(None if a is None else a.astype(dtypes.NUMPY[d], copy=False)
+                       for a, d in zip(reply, model.fetch_dtypes))
         return Outputs([next(fetched) if wanted else None for wanted in request.outputs])
 
     def time(self, request: Request, budget: dict):

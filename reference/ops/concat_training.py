@@ -1,0 +1,78 @@
+"""ConcatTraining (com.microsoft): three inputs joined along `axis`, plus per_input_length (int64): each
+input's size along the axis.
+
+What ORT writes in place of Concat in training graphs (its gradient, SplitTraining, cuts dY back by
+per_input_length). The spec fixes the arity at three inputs, mirroring SplitTraining's three outputs. The
+reference writes each output element from its source by flat index arithmetic; tests/test_concat_training.py
+proves it against numpy.concatenate.
+"""
+import numpy as np
+
+NAMES = ("input0", "input1", "input2")
+
+
+def concat_training_shapes(params):
+    """{input0..2} from `x` (the shared shape, the axis' entry ignored), `sizes` (each input's size along the
+    axis) and the axis."""
+    x = [int(d) for d in params["x"]]
+    axis = params.get("axis", 0)
+    ax = axis % len(x) if x and -len(x) <= axis < len(x) else 0
+    out = {}
+    for name, n in zip(NAMES, params["sizes"]):
+        shape = list(x)
+        if shape:
+            shape[ax] = int(n)
+        out[name] = tuple(shape)
+    if "input2_shape" in params:  # an invalid group's mismatched third input
+        out["input2"] = tuple(int(d) for d in params["input2_shape"])
+    return out
+
+
+def concat_training_valid(shapes, attributes):
+    """valid_if: the inputs share a rank >= 1 and every dim but the axis'; axis within the rank."""
+    ss = [tuple(shapes[n]) for n in NAMES if shapes.get(n) is not None]
+    r = len(ss[0])
+    axis = int(attributes.get("axis", 0))
+    if r == 0:
+        return "scalar inputs cannot be concatenated"
+    if not -r <= axis < r:
+        return f"axis {axis} is outside [-{r}, {r - 1}]"
+    ax = axis % r
+    for s in ss[1:]:
+        if len(s) != r or any(a != b for i, (a, b) in enumerate(zip(s, ss[0])) if i != ax):
+            return f"inputs of shapes {[list(t) for t in ss]} differ outside axis {axis}"
+    return None
+
+
+def concat_training(input0, input1, input2, *, axis):
+    """(concat_result in float64 for a float input, per_input_length int64). Output element (o, j, i),
+    o over the dims before the axis, j < the total length, i over the dims after it, comes from the input k
+    whose range [start_k, start_k + n_k) holds j, at its own (o, j - start_k, i)."""
+    xs = [np.asarray(t) for t in (input0, input1, input2)]
+    ax = int(axis) % xs[0].ndim
+    lens = np.array([t.shape[ax] for t in xs], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    total = int(lens.sum())
+    shape = xs[0].shape[:ax] + (total,) + xs[0].shape[ax + 1:]
+    outer = int(np.prod(xs[0].shape[:ax], dtype=np.int64))
+    inner = int(np.prod(xs[0].shape[ax + 1:], dtype=np.int64))
+    dtype = np.float64 if np.issubdtype(xs[0].dtype, np.floating) else xs[0].dtype
+    y = np.zeros(outer * total * inner, dtype=dtype)
+    for k, t in enumerate(xs):
+        n = int(lens[k])
+        o, j, i = np.meshgrid(np.arange(outer), np.arange(n), np.arange(inner), indexing="ij")
+        y[((o * total + starts[k] + j) * inner + i).reshape(-1)] = t.reshape(-1).astype(dtype)
+    return y.reshape(shape), lens
+
+
+def bench_bytes(shapes, attributes):
+    """the inputs read, the result written, float32."""
+    return 8 * sum(int(np.prod(shapes[n], dtype=np.int64)) for n in NAMES)
+
+
+def from_node(node):
+    """the inputs' shared shape (input0's) and each input's size along the axis."""
+    axis = int(node.attributes.get("axis", 0))
+    shapes = [list(node.shape(n)) for n in NAMES]
+    ax = axis % len(shapes[0])
+    return {"x": shapes[0], "sizes": [s[ax] for s in shapes]}
