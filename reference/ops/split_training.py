@@ -66,5 +66,14 @@ def bench_bytes(shapes, attributes):
 
 
 def from_node(node):
-    """input's shape and the split input's values (the builder writes them as a constant)."""
-    return {"x": list(node.shape("input")), "sizes": [int(v) for v in node.value("split")]}
+    """input's shape and the split sizes: the split input's values when the graph holds them as a constant, else
+    (ConcatTraining's per_input_length, computed) the outputs' lengths along the axis, written into the group."""
+    x = list(node.shape("input"))
+    if "split" in node.values:
+        return {"x": x, "sizes": [int(v) for v in node.value("split")]}
+    ax = int(node.attributes.get("axis", 0)) % len(x)
+    parts = [name for name in ("output0", "output1", "output2") if name in node.output_shapes]
+    if len(parts) != 3:
+        raise ValueError(f"the node has {len(parts)} of its outputs; the spec states SplitTraining with three outputs")
+    sizes = [int(node.output_shapes[name][ax]) for name in parts]
+    return {"x": x, "sizes": sizes, "inputs": {"split": {"values": sizes}}}
