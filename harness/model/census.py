@@ -315,9 +315,6 @@ def census(model: onnx.ModelProto, tensors: dict[str, Tensor], specs: Iterable, 
         layer = forward_name(node)
         if kernel.get((_domain(domain), node.op_type)) is not None:
             continue
-        if layer in by_layer:
-            by_layer[layer].nodes.append(node.name)
-            continue
         fnode = nodes_by_name.get(layer) if layer else None
         if fnode is not None and layer is not None:
             if layer not in forward_done:
@@ -342,8 +339,11 @@ def census(model: onnx.ModelProto, tensors: dict[str, Tensor], specs: Iterable, 
                         found.layers.append(layer)
                     forward_done[layer] = found
             done = forward_done[layer]
-            if done is not None:
+            if done is not None:  # the forward op's training-graph spec covers its whole gradient (a Scale in it too)
                 done.nodes.append(node.name)
+                continue
+            if layer in by_layer:  # else a kernel node of the same gradient: its helpers (GatherGrad's Shape)
+                by_layer[layer].nodes.append(node.name)
                 continue
             reason = f"no spec for the gradient of {fnode.op_type} (no kernel spec for {node.op_type}, no " \
                      f"{fnode.op_type}Gradient training-graph spec)"

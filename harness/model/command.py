@@ -132,7 +132,7 @@ def run_model(args, catalog_loader, log) -> int:
     found = census(graph, tensors, specs, dims)
     doc["graph_nodes"], doc["gradient_nodes"], doc["opset"] = found.graph_nodes, len(found.gradient_nodes), found.opset
     doc["node_ops"] = found.ops
-    groups, rows = _groups(found, specs, name)
+    groups, rows = _groups(found, specs, name, crashed=bool(doc["graph_crash"]))
     doc["configurations"] = rows
     doc["uncovered"] = [{"op": u.op, "domain": u.domain, "reason": u.reason, "nodes": u.nodes} for u in found.uncovered]
     log(f"{len(found.gradient_nodes)} gradient-side nodes: {len(found.configurations)} configurations of "
@@ -155,7 +155,7 @@ def run_model(args, catalog_loader, log) -> int:
     return _finish(doc, out, doc["graph_crash"], started, failed=failed)
 
 
-def _groups(found: Census, specs, name: str):
+def _groups(found: Census, specs, name: str, crashed: bool = False):
     by_op = {s.op: s for s in specs}
     groups: dict[tuple[str, str], list[dict]] = {}
     rows = []
@@ -172,7 +172,10 @@ def _groups(found: Census, specs, name: str):
         if config.mismatch:  # ORT's own graph is wrong here, whatever the kernel does with it
             row["status"], row["reason"] = "failed", config.mismatch
         elif found_match.params is None:
-            row["reason"] = found_match.why
+            unknown = [i.name for i in spec.inputs if not i.optional and config.node.shapes.get(i.name) is None]
+            row["reason"] = (f"the shapes of {', '.join(unknown)} are unknown: ORT could not run the whole training "
+                             "step, and they are tensors of its gradient computation" if crashed and unknown
+                             else found_match.why)
         else:
             counters[spec.op] = counters.get(spec.op, 0) + 1
             group_name = f"{RUN_PREFIX}_{counters[spec.op]:03d}"
