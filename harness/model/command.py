@@ -30,7 +30,7 @@ from harness.core.status import EXPLAINS, SEVERITY, UNEXPECTED
 from harness.model import emit
 from harness.model.build import NEEDS_TORCH, BuildError, build
 from harness.model.census import Census, CensusError, Tensor, census, declared_shapes
-from harness.model.graph_run import run_graph
+from harness.model.graph_run import DimsError, run_graph
 from harness.model.match import match
 from harness.report.model_page import write_model_page
 from harness.run.rundir import read_results
@@ -96,7 +96,6 @@ def model_name(path: Path) -> str:
 def run_model(args, catalog_loader, log) -> int:
     """The command; `catalog_loader(extra_dirs)` loads the spec catalog with extra --specs directories on top."""
     started = time.time()
-    _finish.listing = bool(getattr(args, "list", False))  # type: ignore[attr-defined]
     path = Path(args.path)
     dims = parse_dims(args.dim or [])
     source = classify(path)
@@ -104,8 +103,9 @@ def run_model(args, catalog_loader, log) -> int:
     out = Path(args.out) if args.out else Path("reports") / f"model-{emit.group_prefix(name)}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     out.mkdir(parents=True, exist_ok=True)
     doc: dict = {"model": name, "source": str(path), "kind": source.kind, "dims": dims, "out": str(out),
-                 "loss": args.loss if source.kind == "forward" else None, "build_error": None, "census_error": None,
-                 "configurations": [], "uncovered": [], "totals": {}}
+                 "loss": args.loss if source.kind == "forward" else None, "configurations": [], "uncovered": [],
+                 "totals": {}}
+    listing = bool(getattr(args, "list", False))
     if source.kind == "forward":
         if importlib.util.find_spec("torch") is None:  # the environment's, not the model's: a usage error
             raise ModelUsageError(NEEDS_TORCH)
@@ -113,19 +113,17 @@ def run_model(args, catalog_loader, log) -> int:
         try:
             source.training = build(path, out / "training", args.loss, args.frozen or [], args.timeout * 4)
         except BuildError as e:
-            return _finish(doc, out, f"the training graph could not be built: {e}", started, failed=True)
+            return _finish(doc, out, f"the training graph could not be built: {e}", started, failed=True,
+                           listing=listing)
     assert source.training is not None
     graph = onnx.load(str(source.training))
     log(f"running the training graph once ({len(graph.graph.node)} nodes) to read every tensor's shape...")
     try:
-        table = run_graph(source.training, dims, out / "tensors.json", args.timeout * 4, log)
+        table, doc["graph_crash"] = run_graph(source.training, dims, out / "tensors.json", args.timeout * 4, log)
+    except DimsError as e:
+        raise ModelUsageError(str(e)) from None
     except CensusError as e:
-        text = str(e)
-        if "--dim" in text:
-            raise ModelUsageError(text) from None
-        doc["census_error"] = text
-        return _finish(doc, out, text, started, failed=True)
-    doc["graph_crash"] = table.pop("__crash__", None)  # ORT could not run the whole training step: a finding
+        return _finish(doc, out, str(e), started, failed=True, listing=listing)
     tensors = _tensors(table, declared_shapes(graph))
     catalog = catalog_loader([])
     specs = catalog.select(None)
@@ -152,7 +150,7 @@ def run_model(args, catalog_loader, log) -> int:
         emit.write_overlays(specs_dir, groups, RUN_PREFIX)
         _run(args, catalog_loader, specs_dir, out / "run", sorted({op for _, op in groups}), rows, log)
     failed = any(r["status"] == "failed" for r in rows) or bool(doc["graph_crash"])
-    return _finish(doc, out, doc["graph_crash"], started, failed=failed)
+    return _finish(doc, out, doc["graph_crash"], started, failed=failed, listing=listing)
 
 
 def _groups(found: Census, specs, name: str, crashed: bool = False):
@@ -294,7 +292,7 @@ def _why(record: dict) -> str:
     return f" ({text.splitlines()[0][:200]})" if text else ""
 
 
-def _finish(doc: dict, out: Path, error: str | None, started: float, failed: bool) -> int:
+def _finish(doc: dict, out: Path, error: str | None, started: float, failed: bool, listing: bool = False) -> int:
     rows = doc["configurations"]
     totals = {status: sum(1 for r in rows if r["status"] == status) for status in
               ("verified", "failed", "divergent", "waived", "uncovered", "not run", "pending")}
@@ -313,7 +311,7 @@ def _finish(doc: dict, out: Path, error: str | None, started: float, failed: boo
         page = write_model_page(doc, out / "model.html")
     except Exception as e:  # noqa: BLE001 - the census is on disk; the page can be written again
         print(f"opconform: warning: could not write the model report: {type(e).__name__}: {e}", file=sys.stderr)
-    if getattr(_finish, "listing", False):
+    if listing:
         print(listing_text(doc))
     print(summary_text(doc))
     print(f"model report: {page or out / 'model.json'}")

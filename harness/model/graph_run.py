@@ -18,6 +18,11 @@ import numpy as np
 from harness.model.census import CensusError, gradient_side
 
 SMALL = 64
+DIMS_EXIT = 3  # the child's exit status for a symbolic dimension no --dim sizes
+
+
+class DimsError(CensusError):
+    """A symbolic dimension of the graph's inputs that no --dim gives a size (one line)."""
 
 
 def feeds_for(session, dims: dict[str, int]) -> dict[str, np.ndarray]:
@@ -43,7 +48,7 @@ def feeds_for(session, dims: dict[str, int]) -> dict[str, np.ndarray]:
             feeds[inp.name] = np.zeros(shape, np.int32 if "int32" in kind else np.int64)
     if missing:
         names = sorted({m.split(": ", 1)[1] for m in missing})
-        raise CensusError(f"the graph's inputs have symbolic dimensions ({'; '.join(missing[:4])}"
+        raise DimsError(f"the graph's inputs have symbolic dimensions ({'; '.join(missing[:4])}"
                           f"{'; ...' if len(missing) > 4 else ''}): give each with --dim NAME=SIZE "
                           f"(e.g. --dim {names[0].split()[0]}=8)")
     return feeds
@@ -77,9 +82,9 @@ def main(model_path: str, dims_json: str, out_path: str, forward_only: str = "")
         feeds = feeds_for(session, json.loads(dims_json))
         names = [o.name for o in session.get_outputs()]
         results = session.run(names, feeds)
-    except CensusError as e:
+    except DimsError as e:
         print(str(e), file=sys.stderr)
-        return 3
+        return DIMS_EXIT
     except Exception as e:  # noqa: BLE001 - ORT's refusal is the message the user needs, on one line
         print(f"onnxruntime could not run the training graph: {str(e).splitlines()[0][:400]}", file=sys.stderr)
         return 4
@@ -94,10 +99,10 @@ def main(model_path: str, dims_json: str, out_path: str, forward_only: str = "")
     return 0
 
 
-def run_graph(model_path: Path, dims: dict[str, int], out: Path, timeout: float, log=None) -> dict:
-    """tensor -> {dtype, shape[, value]} for every input and node output, from a child process. When ORT crashes
-    on the whole training graph (a finding of its own, kept in the table as "crash"), the forward part is run
-    alone and the gradients' shapes are their tensors' (census.fill_gradients)."""
+def run_graph(model_path: Path, dims: dict[str, int], out: Path, timeout: float, log=None) -> tuple[dict, str | None]:
+    """(tensor -> {dtype, shape[, value]} for every input and node output, from a child process; ORT's crash on the
+    whole training graph or None). After such a crash (a finding of its own) the forward part is run alone and the
+    census shapes each gradient as its tensor. A missing --dim is DimsError."""
     done = _child(model_path, dims, out, timeout)
     if done.returncode < 0:
         crash = f"onnxruntime crashed running the whole training graph (signal {-done.returncode})"
@@ -105,16 +110,16 @@ def run_graph(model_path: Path, dims: dict[str, int], out: Path, timeout: float,
             log(f"{crash}; reading the shapes from the forward part alone")
         again = _child(model_path, dims, out, timeout, forward_only=True)
         if again.returncode == 0:
-            table = json.loads(out.read_text())
-            table["__crash__"] = crash
-            return table
+            return json.loads(out.read_text()), crash
         done = again
+    if done.returncode == DIMS_EXIT:  # the user's missing --dim, not the graph's: a usage error
+        raise DimsError(done.stderr.strip().splitlines()[-1])
     if done.returncode != 0:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         if done.returncode < 0:
             raise CensusError(f"onnxruntime crashed running the training graph (signal {-done.returncode})")
         raise CensusError(lines[-1] if lines else f"running the training graph failed (exit {done.returncode})")
-    return json.loads(out.read_text())
+    return json.loads(out.read_text()), None
 
 
 def _child(model_path: Path, dims: dict, out: Path, timeout: float, forward_only: bool = False):

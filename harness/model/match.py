@@ -92,13 +92,10 @@ def _outputs_and_omit(spec: Spec, node: NodeConfig, params: dict) -> dict:
     return params
 
 
-def rebuild_problem(spec: Spec, node: NodeConfig, params: dict, dtype: str, inputs: dict | None = None) -> str | None:
-    """None when the spec's rules rebuild the node's inputs from these params exactly; else what differs."""
-    try:
-        case = case_for(spec, params, dtype, inputs=inputs)
-        shapes = input_shapes(case)
-    except (CaseError, ValueError, KeyError, TypeError, IndexError) as e:
-        return f"the params {params} do not build a case: {exception_text(e)}"
+def rebuild_problem(spec: Spec, node: NodeConfig, case: Case, shapes: dict) -> str | None:
+    """None when the spec's rules rebuild the node's inputs exactly from the case's params (shapes: its input
+    shapes); else what differs."""
+    params = case.params
     for inp in spec.inputs:
         if inp.name not in node.shapes:
             continue
@@ -124,9 +121,8 @@ def _shown(shape) -> str:
     return "absent" if shape is None else "[" + ", ".join(map(str, shape)) + "]"
 
 
-def contract_problems(spec: Spec, node: NodeConfig, params: dict, dtype: str, inputs: dict | None = None) -> list[str]:
-    case = case_for(spec, params, dtype, inputs=inputs)
-    shapes = input_shapes(case)
+def contract_problems(spec: Spec, node: NodeConfig, case: Case, shapes: dict) -> list[str]:
+    """The contract's problems with the node's shapes, dtypes and attributes (placeholder values: never judged)."""
     zeros = {}
     for inp in spec.inputs:
         shape = shapes.get(inp.name)
@@ -157,9 +153,15 @@ def match(spec: Spec, node: NodeConfig) -> Match:
     for candidate in candidates:
         inputs = {**candidate.pop("inputs", {}), **literal}
         params = _outputs_and_omit(spec, node, {**candidate, **attributes})
-        problem = rebuild_problem(spec, node, params, dtype, inputs)
+        try:
+            case = case_for(spec, params, dtype, inputs=inputs)
+            shapes = input_shapes(case)
+        except (CaseError, ValueError, KeyError, TypeError, IndexError) as e:
+            problems.append(f"the params {params} do not build a case: {exception_text(e)}")
+            continue
+        problem = rebuild_problem(spec, node, case, shapes)
         if problem is None:
-            broken = contract_problems(spec, node, params, dtype, inputs)
+            broken = contract_problems(spec, node, case, shapes)
             if broken:
                 return Match(None, dtype, "outside the spec's contract: " + "; ".join(broken))
             return Match(params, dtype, inputs=inputs or None)

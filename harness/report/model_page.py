@@ -115,7 +115,7 @@ def page_model(doc: dict) -> dict:
                   "nodes": sum(len(r["nodes"]) for r in rows if r["status"] == s)} for s in statuses}
     no_spec = sum(len(u["nodes"]) for u in uncovered)
     counts["uncovered"]["nodes"] += no_spec  # a node without a spec is uncovered too (command.py totals)
-    error = doc.get("error") or doc.get("build_error") or doc.get("census_error")
+    error = doc.get("error")
     verdict = doc.get("verdict") or ("FAIL" if error else None)
     return {"model": doc.get("model", ""), "source": doc.get("source", ""), "kind": doc.get("kind", ""),
             "dims": doc.get("dims") or {}, "loss": doc.get("loss"), "error": error, "verdict": verdict,

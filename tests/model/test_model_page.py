@@ -38,7 +38,7 @@ def model_doc() -> dict:
                reason="no backend ran it: ort-autograd: unsupported"),
     ]
     return {"model": "tiny<bert>", "source": "/tmp/tiny bert.onnx", "kind": "forward", "dims": {"batch": 2}, "out": "/tmp/m",
-            "loss": "mse", "build_error": None, "census_error": None, "graph_nodes": 60, "gradient_nodes": 40, "opset": 17,
+            "loss": "mse", "graph_nodes": 60, "gradient_nodes": 40, "opset": 17,
             "configurations": rows,
             "uncovered": [{"op": "InPlaceAccumulatorV2", "domain": "com.microsoft",
                            "reason": "no spec for com.microsoft::InPlaceAccumulatorV2",
@@ -107,7 +107,7 @@ def test_divergence_evidence():
 
 def test_build_error(tmp_path):
     doc = {"model": "broken", "source": "/tmp/broken.onnx", "kind": "forward", "dims": {}, "out": str(tmp_path), "loss": "mse",
-           "build_error": None, "census_error": None, "configurations": [], "uncovered": [],
+           "configurations": [], "uncovered": [],
            "totals": {"verified": 0, "failed": 0, "divergent": 0, "uncovered": 0, "not run": 0},
            "error": "the training graph could not be built: [ONNXRuntimeError] : 1 : FAIL : No gradient for <Op> 'X::Y'",
            "seconds": 0.4, "verdict": "FAIL"}
