@@ -135,7 +135,46 @@ def new_result(prepared: Prepared, backend: str) -> Result:
 
 
 def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_failures: bool = True) -> Result:
-    """Run one prepared case on one backend and decide its status."""
+    """Run one prepared case on one backend and decide its status. A passing case that an intermittent known
+    divergence covers is rerun up to its `reruns` times: the first run that does not pass is the result (divergent
+    where the declaration explains it, a failure otherwise); a case that passes them all passes, its declaration
+    unreproduced (the gate calls it stale when no covered case reproduced it)."""
+    result = _judge_once(prepared, backend, tolerance, diagnose_failures)
+    reruns = _reruns(prepared, backend, result)
+    for attempt in range(2, reruns + 2):
+        again = _judge_once(prepared, backend, tolerance, diagnose_failures)
+        if again.status != Status.PASS:
+            again.detail += f" [intermittent: run {attempt} of up to {reruns + 1}; the {attempt - 1} before passed]"
+            return again
+    if reruns:
+        result.detail += f" [intermittent: passed all {reruns + 1} runs]"
+    return result
+
+
+def intermittent_divergences(case: Case, backend: str, same_kernels_as: str | None = None) -> list[Divergence]:
+    """The intermittent known divergences that cover this case on this backend (or the one whose kernels it runs)."""
+    return [d for d in covering_divergences(case, backend, same_kernels_as) if d.intermittent is not None]
+
+
+def unrepeatable_outputs(case: Case, backend: str, same_kernels_as: str | None = None) -> set[str]:
+    """The outputs this backend need not return bitwise the same from run to run for this case: those an
+    intermittent divergence covering it on this backend (or the one whose kernels it runs) names, all of them when
+    it names none. Other backends' declarations waive nothing here."""
+    names: set[str] = set()
+    for d in intermittent_divergences(case, backend, same_kernels_as):
+        names |= set(d.outputs or [o.name for o in case.spec.outputs])
+    return names
+
+
+def _reruns(prepared: Prepared, backend: Backend, result: Result) -> int:
+    """How many more runs a first result gets: a pass whose recorded, unreproduced declaration is intermittent."""
+    if result.status != Status.PASS or not result.divergence or result.divergence_reproduced:
+        return 0
+    return max((d.intermittent.reruns for d in intermittent_divergences(prepared.case, backend.name, backend.divergences_from)
+                if d.id == result.divergence), default=0)
+
+
+def _judge_once(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_failures: bool) -> Result:
     result = new_result(prepared, backend.name)
     if prepared.problem:
         result.set(Status.ERROR, detail=prepared.problem)
@@ -256,7 +295,11 @@ def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, r
 def matching_divergences(prepared: Prepared, backend: str, same_kernels_as: str | None = None) -> list[Divergence]:
     """The spec's known divergences that cover this case on this backend (or on the backend whose
     kernels it runs, Backend.divergences_from): backend, dtype and case-id glob."""
-    case = prepared.case
+    return covering_divergences(prepared.case, backend, same_kernels_as)
+
+
+def covering_divergences(case: Case, backend: str, same_kernels_as: str | None = None) -> list[Divergence]:
+    """matching_divergences for a case not yet prepared."""
     return [d for d in case.spec.known_divergences
             if d.backend in (backend, same_kernels_as) and (not d.dtypes or case.dtype in d.dtypes)
             and any(fnmatch.fnmatchcase(case.id, pattern) for pattern in d.cases)]
@@ -277,9 +320,10 @@ def apply_divergences(prepared: Prepared, result: Result, same_kernels_as: str |
         declared = [d for d in declared if d.backend == result.backend]
     if not declared or (result.status == Status.UNSUPPORTED and result.failure is None):
         return  # a case the backend cannot run neither shows nor refutes a divergence
-    if result.status == Status.PASS:
-        result.divergence, result.divergence_reproduced = declared[0].id, False
-        result.detail += f" [known divergence {declared[0].id} did not reproduce]"
+    if result.status == Status.PASS:  # an intermittent declaration first: it is the one a rerun may show
+        shown = next((d for d in declared if d.intermittent is not None), declared[0])
+        result.divergence, result.divergence_reproduced = shown.id, False
+        result.detail += f" [known divergence {shown.id} did not reproduce]"
         return
     for d in declared:
         if explains(d, result):

@@ -16,6 +16,11 @@
   equal, so a thread-split bug fails the gate on whichever case exposes it, not only in a hand-written
   test.
 
+An output that an intermittent known divergence of this backend (or of the backend whose kernels it runs)
+names for the case is left out of output_subset and thread_invariance: the backend does not write it on every
+run, so it cannot be bitwise repeatable; the detail says so, and a check left with no output is not made.
+Another backend's declaration exempts nothing.
+
 Each check is a Result of its own (`check` names it) for the same case id. All run only when the
 reference check got outputs back: a crash or refusal there is already reported.
 """
@@ -32,7 +37,7 @@ from harness.core.compare import compare
 from harness.core.evaluate import evaluate
 from harness.core.status import Check
 from harness.core.tolerance import Tolerance, allowances
-from harness.run.engine import Prepared, Result, judge, new_result, request_for
+from harness.run.engine import Prepared, Result, judge, new_result, request_for, unrepeatable_outputs
 
 OUTPUT_SUBSET, OWN_SAVED_STATE, THREAD_INVARIANCE = (Check.OUTPUT_SUBSET.value, Check.OWN_SAVED_STATE.value,
                                                      Check.THREAD_INVARIANCE.value)
@@ -45,10 +50,12 @@ def follow_ups(prepared: Prepared, backend: Backend, first: Result, tolerance: T
     if not case.valid or prepared.problem or not first.outputs:
         return []
     results = []
-    if set(case.requested_outputs) < {o.name for o in case.spec.outputs}:
-        results.append(output_subset(prepared, backend))
-    if getattr(backend, "THREAD_INVARIANT", False):
-        results.append(thread_invariance(prepared, backend))
+    exempt = unrepeatable_outputs(case, backend.name, backend.divergences_from)
+    checked = set(case.requested_outputs) - exempt
+    if set(case.requested_outputs) < {o.name for o in case.spec.outputs} and checked:
+        results.append(output_subset(prepared, backend, exempt))
+    if getattr(backend, "THREAD_INVARIANT", False) and checked:
+        results.append(thread_invariance(prepared, backend, exempt))
     own = case.spec.own_saved_state
     if own and any(fnmatch.fnmatchcase(case.id, p) for p in own.cases) \
             and all(prepared.inputs.get(name) is not None for name in own.outputs):
@@ -56,22 +63,23 @@ def follow_ups(prepared: Prepared, backend: Backend, first: Result, tolerance: T
     return results
 
 
-def output_subset(prepared: Prepared, backend: Backend) -> Result:
+def output_subset(prepared: Prepared, backend: Backend, exempt: set[str] = frozenset()) -> Result:
     subset = request_for(prepared, backend.threads)
     full = dataclasses.replace(subset, outputs=(True,) * len(subset.outputs))
     return _same_bits(prepared, backend, OUTPUT_SUBSET, (subset, full), ("subset", "full"),
-                      "differs from the same backend's full run", "bitwise equal to the same backend's full run")
+                      "differs from the same backend's full run", "bitwise equal to the same backend's full run", exempt)
 
 
-def thread_invariance(prepared: Prepared, backend: Backend) -> Result:
+def thread_invariance(prepared: Prepared, backend: Backend, exempt: set[str] = frozenset()) -> Result:
     one, two = (dataclasses.replace(request_for(prepared, n), force_split=True) for n in INVARIANCE_THREADS)
     return _same_bits(prepared, backend, THREAD_INVARIANCE, (one, two), ("1-thread", "2-thread"),
-                      "2 threads differ from 1 thread", "bitwise equal at 1 and 2 threads")
+                      "2 threads differ from 1 thread", "bitwise equal at 1 and 2 threads", exempt)
 
 
 def _same_bits(prepared: Prepared, backend: Backend, check: str, requests, labels, differs: str,
-               equal: str) -> Result:
-    """A check that two runs of one backend return bitwise the same outputs (those the first requests)."""
+               equal: str, exempt: set[str] = frozenset()) -> Result:
+    """A check that two runs of one backend return bitwise the same outputs (those the first requests, but the
+    `exempt` ones: declared intermittent on this backend)."""
     result = new_result(prepared, backend.name)
     result.check = check
     outcomes = [_run(backend, r) for r in requests]
@@ -89,7 +97,7 @@ def _same_bits(prepared: Prepared, backend: Backend, check: str, requests, label
         runs.append(outcome)
     problems, same = [], []
     for out, wanted, a, b in zip(prepared.case.spec.outputs, requests[0].outputs, runs[0].values, runs[1].values):
-        if not wanted:
+        if not wanted or out.name in exempt:
             continue
         difference = _bitwise_difference(a, b, *labels)
         (problems.append(f"{out.name}: {difference}") if difference else same.append(out.name))
@@ -98,6 +106,9 @@ def _same_bits(prepared: Prepared, backend: Backend, check: str, requests, label
         result.detail = f"{check}: {differs}: " + " | ".join(problems)
     else:
         result.detail = f"{check}: {', '.join(same)} {equal}"
+    skipped = [o.name for o, wanted in zip(prepared.case.spec.outputs, requests[0].outputs) if wanted and o.name in exempt]
+    if skipped:
+        result.detail += f" ({', '.join(skipped)} not compared: declared intermittent on {backend.name})"
     return result
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from harness.spec.vocabulary import DType, FloatDType, GroupTag, Tier
 
@@ -354,6 +354,17 @@ class Cases(Section):
 DivergenceResult = Literal["wrong_values", "crash", "hang", "accepts_invalid", "unsupported", "rejects_valid"]
 
 
+class Intermittent(Section):
+    """A divergence that shows in some runs only (ORT leaves an output buffer unwritten, so it holds whatever the
+    memory held): a covered case that passes is rerun on the same backend up to `reruns` times; the first rerun
+    that shows the divergence makes the case divergent (a failure it does not explain fails), and only a case that
+    passes every run leaves the declaration unreproduced (stale when no covered case reproduced it). The outputs
+    it names are not held bitwise repeatable on that backend (output_subset, thread_invariance); other backends
+    are held to them as before."""
+    reruns: int = Field(ge=1, le=100, description="how many more runs a passing covered case gets (at most 1 + "
+                        "reruns runs): enough that the divergence shows at least once, e.g. `reruns: 10`")
+
+
 class Divergence(Section):
     id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
     """a short lowercase id, e.g. `id: ort-float64-in-float32`"""
@@ -370,6 +381,16 @@ class Divergence(Section):
     evidence: str = Field(min_length=10, description="what was run, what came back, which version, when")
     links: list[str] = []
     """issues or sources that show the divergence, e.g. `links: [https://github.com/microsoft/onnxruntime/issues/1]`"""
+    intermittent: Intermittent | None = Field(
+        None, description="the divergence shows in some runs only (an output ORT leaves uninitialised): rerun a "
+        "passing covered case up to `reruns` times before calling the declaration unreproduced; leave it out for "
+        "one that shows every run", examples=[{"reruns": 10}])
+
+    @model_validator(mode="after")
+    def _intermittent_shows_in_a_run(self):
+        if self.intermittent is not None and self.results == ["unsupported"]:
+            raise ValueError("intermittent: an unsupported dtype or feature is so in every run: leave it out")
+        return self
 
     @property
     def results(self) -> list[DivergenceResult]:
