@@ -33,15 +33,19 @@ KNOWN_DIFFERENCES = {
     "LSTMTraining": ["input 4: spec 'sequence_lens', schema 'SL'", "input 5: spec 'initial_h', schema 'Ht0'",
                      "input 6: spec 'initial_c', schema 'Ct0'", "output 1: spec 'Ht', schema 'HFinal'",
                      "output 2: spec 'Ct', schema 'CFinal'", "output 4: spec 'IOFC', schema 'iofc'"],
-    # The schema's outputs are variadic ('outputs'), the spec fixes three (GPT-2's QKV split); the table keeps
-    # the schema's T as the group name all_tensor_types, which holds every float type.
-    "SplitTraining": ["input 0 (input): dtypes ['float16', 'float32', 'float64'] not in the schema's ['all_tensor_types']",
-                      "outputs: spec has 3, schema 1", "output 0: spec 'output0', schema 'outputs'",
-                      "output 0 (output0): dtypes ['float16', 'float32', 'float64'] not in the schema's ['all_tensor_types']"],
-    # Likewise ConcatTraining's variadic inputs ('inputs'), fixed at three.
-    "ConcatTraining": ["inputs: spec has 3, schema 1", "input 0: spec 'input0', schema 'inputs'",
-                       "input 0 (input0): dtypes ['float16', 'float32', 'float64'] not in the schema's ['all_tensor_types']",
-                       "output 0 (concat_result): dtypes ['float16', 'float32', 'float64'] not in the schema's ['all_tensor_types']"],
+    # The schema's outputs are variadic ('outputs'), the spec states output0 and optional output1..output3 (1 to 4
+    # parts); the table keeps the schema's T as the group name all_tensor_types, which holds every type the spec lists.
+    "SplitTraining": ["input 0 (input): dtypes ['float16', 'float32', 'float64', 'int32', 'int64'] not in the schema's "
+                      "['all_tensor_types']",
+                      "outputs: spec has 4, schema 1", "output 0: spec 'output0', schema 'outputs'",
+                      "output 0 (output0): dtypes ['float16', 'float32', 'float64', 'int32', 'int64'] not in the schema's "
+                      "['all_tensor_types']"],
+    # Likewise ConcatTraining's variadic inputs ('inputs'): input0 and optional input1..input3.
+    "ConcatTraining": ["inputs: spec has 4, schema 1", "input 0: spec 'input0', schema 'inputs'",
+                       "input 0 (input0): dtypes ['float16', 'float32', 'float64', 'int32', 'int64'] not in the schema's "
+                       "['all_tensor_types']",
+                       "output 0 (concat_result): dtypes ['float16', 'float32', 'float64', 'int32', 'int64'] not in the "
+                       "schema's ['all_tensor_types']"],
 }
 
 

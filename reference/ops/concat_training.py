@@ -1,24 +1,28 @@
-"""ConcatTraining (com.microsoft): three inputs joined along `axis`, plus per_input_length (int64): each
+"""ConcatTraining (com.microsoft): 1 to 4 inputs joined along `axis`, plus per_input_length (int64): each
 input's size along the axis.
 
 What ORT writes in place of Concat in training graphs (its gradient, SplitTraining, cuts dY back by
-per_input_length). The spec fixes the arity at three inputs, mirroring SplitTraining's three outputs. The
-reference writes each output element from its source by flat index arithmetic; tests/test_concat_training.py
-proves it against numpy.concatenate.
+per_input_length), on data (GPT-2's QKV) and on int64 shape tensors (two or four [1] tensors building a Reshape's
+shape). The schema's inputs are variadic; the spec states input0 and the optional input1..input3, the present
+ones first. The reference writes each output element from its source by flat index arithmetic;
+tests/test_concat_training.py proves it against numpy.concatenate.
 """
 import numpy as np
 
-NAMES = ("input0", "input1", "input2")
+NAMES = ("input0", "input1", "input2", "input3")
 
 
 def concat_training_shapes(params):
-    """{input0..2} from `x` (the shared shape, the axis' entry ignored), `sizes` (each input's size along the
-    axis) and the axis."""
+    """{input0..3} from `x` (the shared shape, the axis' entry ignored), `sizes` (each present input's size along
+    the axis: 1 to 4 of them; the inputs past them are left out) and the axis."""
     x = [int(d) for d in params["x"]]
+    sizes = list(params["sizes"])
+    if not 1 <= len(sizes) <= len(NAMES):
+        raise ValueError(f"sizes {sizes}: ConcatTraining's spec states 1 to {len(NAMES)} inputs")
     axis = params.get("axis", 0)
     ax = axis % len(x) if x and -len(x) <= axis < len(x) else 0
-    out = {}
-    for name, n in zip(NAMES, params["sizes"]):
+    out = {name: None for name in NAMES}
+    for name, n in zip(NAMES, sizes):
         shape = list(x)
         if shape:
             shape[ax] = int(n)
@@ -29,7 +33,11 @@ def concat_training_shapes(params):
 
 
 def concat_training_valid(shapes, attributes):
-    """valid_if: the inputs share a rank >= 1 and every dim but the axis'; axis within the rank."""
+    """valid_if: the present inputs come first and share a rank >= 1 and every dim but the axis'; axis within the
+    rank."""
+    present = [shapes.get(n) is not None for n in NAMES]
+    if present != sorted(present, reverse=True):
+        return f"inputs {[n for n, p in zip(NAMES, present) if p]} are given: the present ones must come first"
     ss = [tuple(shapes[n]) for n in NAMES if shapes.get(n) is not None]
     r = len(ss[0])
     axis = int(attributes.get("axis", 0))
@@ -44,11 +52,12 @@ def concat_training_valid(shapes, attributes):
     return None
 
 
-def concat_training(input0, input1, input2, *, axis):
-    """(concat_result in float64 for a float input, per_input_length int64). Output element (o, j, i),
+def concat_training(input0, input1=None, input2=None, input3=None, *, axis):
+    """(concat_result in float64 for a float input, per_input_length int64 [number of inputs]); the harness passes
+    integer inputs as float64 (exact below 2**53). Output element (o, j, i),
     o over the dims before the axis, j < the total length, i over the dims after it, comes from the input k
     whose range [start_k, start_k + n_k) holds j, at its own (o, j - start_k, i)."""
-    xs = [np.asarray(t) for t in (input0, input1, input2)]
+    xs = [np.asarray(t) for t in (input0, input1, input2, input3) if t is not None]
     ax = int(axis) % xs[0].ndim
     lens = np.array([t.shape[ax] for t in xs], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
@@ -67,12 +76,25 @@ def concat_training(input0, input1, input2, *, axis):
 
 def bench_bytes(shapes, attributes):
     """the inputs read, the result written, float32."""
-    return 8 * sum(int(np.prod(shapes[n], dtype=np.int64)) for n in NAMES)
+    return 8 * sum(int(np.prod(shapes[n], dtype=np.int64)) for n in NAMES if shapes.get(n) is not None)
 
 
 def from_node(node):
-    """the inputs' shared shape (input0's) and each input's size along the axis."""
+    """the inputs' shared shape (input0's) and each present input's size along the axis (1 to 4 inputs, the
+    present ones first)."""
     axis = int(node.attributes.get("axis", 0))
-    shapes = [list(node.shape(n)) for n in NAMES]
+    shapes = [node.shapes.get(n) for n in NAMES]
+    present = [s is not None for s in shapes]
+    if present != sorted(present, reverse=True):
+        raise ValueError("the node leaves out an input before a present one: ConcatTraining's inputs are variadic")
+    shapes = [list(s) for s in shapes if s is not None]
     ax = axis % len(shapes[0])
-    return {"x": shapes[0], "sizes": [s[ax] for s in shapes]}
+    params = {"x": shapes[0], "sizes": [s[ax] for s in shapes]}
+    integers = {n: dict(INTEGER_DATA) for n, p in zip(NAMES, present) if p and node.dtypes.get(n, "").startswith("int")}
+    if integers:  # integer data (the graph's constants come in as literal values instead)
+        params["inputs"] = integers
+    return params
+
+
+# Integer inputs that are not the graph's constants: drawn as integers of either sign (the spec's defaults are floats).
+INTEGER_DATA = {"kind": "indices", "range": [-1000, 1000]}

@@ -1,4 +1,4 @@
-"""ConcatTraining of the C library: the three inputs joined exactly (numpy.concatenate) with their int64 sizes
+"""ConcatTraining of the C library: 1 to 4 inputs joined exactly (numpy.concatenate) with their int64 sizes
 along the axis, every dtype's bits kept, the same bits at any thread count, per_input_length written also for
 an empty result, and every malformed input rejected with its status."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-DTYPES = [np.float32, np.float64, np.float16]
+DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64]
 
 
 def _shapes(shape, axis, sizes):
@@ -21,9 +21,10 @@ def _shapes(shape, axis, sizes):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape, axis, sizes", [
     ((2, 6), 1, [1, 2, 3]), ((6, 2), 0, [2, 1, 3]), ((2, 6, 3), -2, [3, 0, 3]), ((2, 3, 12), 2, [4, 4, 4]),
-    ((5,), 0, [0, 5, 0]), ((0, 3), 1, [3, 3, 3]), ((2, 3), 1, [0, 0, 0])])
+    ((5,), 0, [0, 5, 0]), ((0, 3), 1, [3, 3, 3]), ((2, 3), 1, [0, 0, 0]), ((1,), 0, [1, 1]), ((1,), 0, [1, 1, 1, 1]),
+    ((2, 3), -1, [3]), ((2, 6), 1, [1, 2, 0, 3])])
 def test_result_is_numpy_concatenate(lib, rng, dtype, shape, axis, sizes):
-    xs = [rng.normal(0, 1, s).astype(dtype) for s in _shapes(shape, axis, sizes)]
+    xs = [(rng.normal(0, 1, s) * 1000).astype(dtype) for s in _shapes(shape, axis, sizes)]
     y, lens = lib.run("ConcatTraining", xs, {"axis": axis})
     want = np.concatenate(xs, axis=axis)
     assert y.dtype == xs[0].dtype and y.shape == want.shape and y.tobytes() == want.tobytes()
@@ -40,7 +41,7 @@ def test_bits_are_kept(lib):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_thread_counts_give_the_same_bits(lib, rng, dtype):
-    xs = [rng.normal(0, 1, (7001, n)).astype(dtype) for n in (10, 25, 5)]
+    xs = [(rng.normal(0, 1, (7001, n)) * 1000).astype(dtype) for n in (10, 25, 5, 3)]
     outs = [lib.run("ConcatTraining", xs, {"axis": -1}, threads=t)[0] for t in (1, 2, 3, 4)]
     for o in outs[1:]:
         assert o.tobytes() == outs[0].tobytes()
@@ -54,8 +55,10 @@ def test_thread_counts_give_the_same_bits(lib, rng, dtype):
     ({}, {}, "OPC_ERR_INVALID_ATTRIBUTE", "axis is required"),
     ({0: np.array(1.0, np.float32), 1: np.array(1.0, np.float32), 2: np.array(1.0, np.float32)}, {"axis": 0},
      "OPC_ERR_INVALID_ARGUMENT", "scalars cannot be concatenated"),
-    ({0: np.ones((2, 6), np.int32)}, {"axis": 0}, "OPC_ERR_UNSUPPORTED_DTYPE", "dtype int32 is not supported"),
-    ({2: None}, {"axis": 0}, "OPC_ERR_INVALID_ARGUMENT", "required input 2 (input2) is missing"),
+    ({0: np.ones((2, 6), np.bool_), 1: np.ones((2, 6), np.bool_), 2: np.ones((2, 6), np.bool_)}, {"axis": 0},
+     "OPC_ERR_UNSUPPORTED_DTYPE", "dtype bool is not supported"),
+    ({0: None}, {"axis": 0}, "OPC_ERR_INVALID_ARGUMENT", "required input 0 (input0) is missing"),
+    ({1: None}, {"axis": 0}, "OPC_ERR_INVALID_ARGUMENT", "input2 is given but input1 is missing"),
 ])
 def test_malformed_inputs_are_rejected(lib, change, attrs, status, words):
     ins = [np.ones((2, 6), np.float32) for _ in range(3)]
