@@ -5,8 +5,9 @@ check them against: their references are proven here against onnx's own SoftmaxC
 Dense labels: the loss is linear in the label, so a one-hot label is SoftmaxCrossEntropyLoss of its class
 indices with the same reduction, and any other label the label-weighted sum of the per-class losses (one
 evaluator run per class, C <= 64). The evaluator takes log(softmax(x)), which underflows to -inf for logits a
-thousand apart: there (the large_logits groups) log_prob is x - logaddexp.reduce(x), another formulation. Sparse labels: SoftmaxCrossEntropyLoss with reduction none gives each
-element's -log_prob[label]; the per-element weights (which onnx's per-class weights cannot express) multiply it."""
+thousand apart: there (the large_logits groups) log_prob is x - logaddexp.reduce(x), another formulation.
+Sparse labels: SoftmaxCrossEntropyLoss with reduction none gives each element's -log_prob[label];
+the per-element weights (which onnx's per-class weights cannot express) multiply it."""
 import numpy as np
 import pytest
 from conftest import cases_of
