@@ -7,7 +7,7 @@
  * narrowed once). Batch axes broadcast (size-1 axes and rank differences, stride 0 on the broadcast axes); a
  * batched A (no transA, no transBatchA, not broadcast) times a B without batch is folded into one GEMM of
  * batch * M rows (BERT's [4,128,768] x [768,3072] is one 512 x 768 x 3072 product).
- * Thread invariance: every output matrix is cut into opc_gemm_par's blocks, which depend on M, N, K only; the
+ * Thread invariance: every output matrix is cut into fixed blocks (fmm_blocks), which depend on M, N, K only; the
  * (matrix, block) items are shared out over the OpenMP threads, each item one single-threaded BLAS call
  * (OpenBLAS runs with 1 thread during the call): the same BLAS call of the same shape computes every element at
  * any thread count, so results are bitwise the same at 1, 2, 3, 4 threads.
@@ -179,13 +179,32 @@ static void batch_offsets(const fmm_plan *p, int64_t bi, int64_t *oa, int64_t *o
     *ob = b;
 }
 
+/* The blocks of one output matrix, from M, N, K only (never the thread count): along the larger of M and N (every
+ * block repacks the whole of the operand not split, so splitting the larger extent repacks the smaller operand), at
+ * most FMM_MAX_BLOCKS blocks of at least OPC_GEMM_MIN_BLOCK rows or columns and OPC_GEMM_MIN_WORK multiply-adds, sizes
+ * multiples of 16 but the last. At most 4, not opc_gemm_blocks' 8: half the repacking, and 4 blocks keep 1-4 threads
+ * busy. */
+#define FMM_MAX_BLOCKS 4
+static void fmm_blocks(int64_t M, int64_t N, int64_t K, bool *split_m, int64_t *blk, int64_t *nblocks) {
+    int64_t ext = M >= N ? M : N;
+    double by_work = (double)M * (double)N * (double)(K > 0 ? K : 1) / OPC_GEMM_MIN_WORK;
+    int64_t most = by_work < FMM_MAX_BLOCKS ? (int64_t)by_work : FMM_MAX_BLOCKS;
+    int64_t nb = opc_block_count(ext, OPC_GEMM_MIN_BLOCK, most);
+    int64_t b = (ext + nb - 1) / nb;
+    b = (b + 15) / 16 * 16;
+    if (b > ext) b = ext;
+    *split_m = M >= N;
+    *blk = b > 0 ? b : 1;
+    *nblocks = ext > 0 ? (ext + *blk - 1) / *blk : 0;
+}
+
 /* Y = alpha op(A) op(B) in `gd` (OPC_FLOAT or OPC_DOUBLE) over nt threads, OpenBLAS at 1 thread. */
 static void compute(const fmm_plan *p, int32_t gd, const void *A, const void *B, void *Y, int nt) {
     size_t es = gd == OPC_FLOAT ? 4 : 8;
     int64_t M = p->fold ? p->nbatch * p->M : p->M, nmat = p->fold ? 1 : p->nbatch;
     bool split_m;
     int64_t blk, nblk;
-    opc_gemm_blocks(M, p->N, p->K, &split_m, &blk, &nblk);
+    fmm_blocks(M, p->N, p->K, &split_m, &blk, &nblk);
     int64_t items = nmat * nblk, ext = split_m ? M : p->N;
     int n = (int)(items < nt ? items : nt);
     /* BLAS reads neither operand when alpha is 0 (C = beta C): the product with alpha 1, then times 0, so that
