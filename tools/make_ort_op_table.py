@@ -7,7 +7,9 @@ Reads each `ONNX_CONTRIB_OPERATOR_SCHEMA(Name)` / `ONNX_OPERATOR_SCHEMA(Name)` b
 the facts: domain, since version, .Input/.Output (name, type, option), .Attr (type, default or
 required), .TypeConstraint and AllowUncheckedAttributes. Function bodies, docs and inference
 functions are skipped. Schemas that are not gradient or training computation are listed under
-`excluded` (EXCLUDED below) rather than described.
+`excluded` (EXCLUDED below) rather than described. A second source, OBSERVED below, adds the contrib ops
+(onnxruntime/core/graph/contrib_ops/contrib_defs.cc, not training_op_defs.cc) that ORT's gradient builder
+writes into real training graphs, each with `source: observed` and the reason it is in the table.
 """
 from __future__ import annotations
 
@@ -24,6 +26,19 @@ EXCLUDED = {
     "MixedPrecisionScale", "IsFinite", "All", "ReduceAllL2", "BroadcastGradientArgs", "PadAndUnflatten",
     "TritonOp", "GatherND",
 }
+# Contrib ops of onnxruntime/core/graph/contrib_ops/contrib_defs.cc (not in training_op_defs.cc) that the
+# gradient builder writes into real training graphs: appended after the parsed schemas, as written here.
+OBSERVED = [
+    {"op": "FusedMatMul", "domain": "com.microsoft", "since_version": 1, "kind": "training", "source": "observed",
+     "reason": "found in real transformers' training graphs (half of every MatMul gradient: "
+               "GetMatMulGradient writes dA = FusedMatMul(dY, B, transB=1), dB = FusedMatMul(A, dY, transA=1)); "
+               "schema in onnxruntime/core/graph/contrib_ops/contrib_defs.cc",
+     "inputs": [{"name": "A", "type": "T"}, {"name": "B", "type": "T"}], "outputs": [{"name": "Y", "type": "T"}],
+     "attributes": {"alpha": {"type": "float", "default": 1.0}, "transA": {"type": "int", "default": 0},
+                    "transB": {"type": "int", "default": 0}, "transBatchA": {"type": "int", "default": 0},
+                    "transBatchB": {"type": "int", "default": 0}},
+     "type_constraints": {"T": ["float16", "float32", "float64", "bfloat16"]}},
+]
 DOMAINS = {"kMSDomain": "com.microsoft", "kOnnxDomain": ""}
 DTYPES = {"float": "float32", "double": "float64"}
 ATTR_TYPES = {"INT": "int", "FLOAT": "float", "STRING": "string", "INTS": "ints", "FLOATS": "floats",
@@ -174,6 +189,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     with open(args.defs, encoding="utf-8") as f:
         ops, excluded = parse(f.read())
+    ops += [entry for entry in OBSERVED if entry["op"] not in {op["op"] for op in ops}]
     table = {"source_file": "orttraining/orttraining/core/graph/training_op_defs.cc", "tag": args.tag,
              "ops": ops, "excluded": excluded}
     sys.stdout.write(HEADER.format(tag=args.tag))
