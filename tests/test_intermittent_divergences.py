@@ -125,6 +125,44 @@ def test_another_backends_intermittent_declaration_reruns_nothing(catalog):
     assert backend.runs == 1 and (first.status, first.divergence) == ("pass", None)
 
 
+@dataclasses.dataclass
+class Unwritten(Flaky):
+    """Wrong only when the outputs are asked for in poisoned buffers (what a kernel leaving them unwritten does)."""
+    poisoned: list = dataclasses.field(default_factory=list)
+
+    def run(self, request):
+        self.runs += 1
+        self.poisoned.append(request.poison_outputs)
+        return outputs(request, wrong=request.poison_outputs)
+
+
+def test_reruns_ask_for_poisoned_output_buffers_and_the_first_run_does_not(catalog):
+    backend = Unwritten()
+    first, *_ = judged(catalog, backend, [declared(reruns=5)])
+    assert backend.poisoned == [False, True], "a plain first run, then a poisoned rerun that shows it"
+    assert (first.status, first.divergence_reproduced) == ("divergent", True), first.detail
+
+
+def test_ort_returns_what_a_kernel_leaves_unwritten_as_nan_in_a_poisoned_run(catalog):
+    """FusedMatMul with K = 0 and three output matrices leaves Y unwritten (spec FusedMatMul,
+    ort-fusedmatmul-empty-k-batched-uninitialized): a plain run returns whatever memory held, often zeros; a run
+    into NaN-filled buffers returns NaN wherever ORT did not write, every time. A correct kernel overwrites it."""
+    from harness.backends.ort import OrtBackend
+    from harness.run.engine import request_for
+
+    backend = OrtBackend()
+    if backend.availability():
+        pytest.skip(backend.availability())
+    spec = catalog.by_op("FusedMatMul")
+    empty = next(c for c in expand(spec, "ci") if c.id.startswith("empty_k_batched/") and c.dtype == "float32")
+    full = next(c for c in expand(spec, "ci") if c.valid and c.dtype == "float32" and "empty" not in c.id)
+    for _ in range(3):
+        (y,) = backend.run(request_for(prepare(empty), 1, poison_outputs=True)).values
+        assert y.shape == (3, 2, 4) and np.isnan(y[1:]).all(), "matrices 2 and 3 of Y are never written"
+    (y,) = backend.run(request_for(prepare(full), 1, poison_outputs=True)).values
+    assert y.size and not np.isnan(y).any()
+
+
 # ---- (b) a declaration without intermittent -----------------------------------------------------------
 
 def test_a_plain_declaration_is_judged_on_one_run(catalog):

@@ -39,6 +39,10 @@ class Request:
     # backends honour it; normally small cases run on one thread and the split would go untested)
     force_split: bool = False
     forward: ForwardCall | None = None  # None: the spec has no forward op
+    # Ask for the outputs in buffers filled beforehand with NaN (the type's most negative integer for integers),
+    # where the backend can (ort: IOBinding): a kernel that leaves part of an output unwritten then shows it in
+    # every run instead of in some. Reruns of a case an intermittent known divergence covers ask for it.
+    poison_outputs: bool = False
 
     def named_inputs(self) -> dict[str, np.ndarray | None]:
         return {i.name: v for i, v in zip(self.spec.inputs, self.inputs)}

@@ -56,7 +56,8 @@ class OrtBackend(WorkerBackend):
         model = onnx_model.build(request)
         try:
             reply = self.worker.call({"call": "run", "model": model.model, "feeds": model.feeds,
-                                      "fetches": model.fetches, "threads": self.threads, "provider": self.provider},
+                                      "fetches": model.fetches, "threads": self.threads, "provider": self.provider,
+                                      "poison": request.poison_outputs},
                                      timeout=min(self.timeout, request.timeout or self.timeout))
         except HandlerError as e:
             return classify_error(*_error_parts(e))

@@ -112,12 +112,12 @@ def _check_output_shapes(prepared: Prepared, expected: list[np.ndarray]) -> None
                             f"follows {out.shape_from} {list(source.shape)}")
 
 
-def request_for(prepared: Prepared, threads: int = 1) -> Request:
+def request_for(prepared: Prepared, threads: int = 1, poison_outputs: bool = False) -> Request:
     case = prepared.case
     wanted = set(case.requested_outputs)
     return Request(case.spec, case.dtype, [prepared.inputs.get(i.name) for i in case.spec.inputs],
                    case.attributes, tuple(o.name in wanted for o in case.spec.outputs), threads,
-                   timeout=case.group.timeout, forward=_forward_call(prepared))
+                   timeout=case.group.timeout, forward=_forward_call(prepared), poison_outputs=poison_outputs)
 
 
 def _forward_call(prepared: Prepared) -> ForwardCall | None:
@@ -136,13 +136,14 @@ def new_result(prepared: Prepared, backend: str) -> Result:
 
 def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_failures: bool = True) -> Result:
     """Run one prepared case on one backend and decide its status. A passing case that an intermittent known
-    divergence covers is rerun up to its `reruns` times: the first run that does not pass is the result (divergent
+    divergence covers is rerun up to its `reruns` times, asking for poisoned output buffers (Request.poison_outputs:
+    what the kernel leaves unwritten shows as NaN): the first run that does not pass is the result (divergent
     where the declaration explains it, a failure otherwise); a case that passes them all passes, its declaration
     unreproduced (the gate calls it stale when no covered case reproduced it)."""
     result = _judge_once(prepared, backend, tolerance, diagnose_failures)
     reruns = _reruns(prepared, backend, result)
     for attempt in range(2, reruns + 2):
-        again = _judge_once(prepared, backend, tolerance, diagnose_failures)
+        again = _judge_once(prepared, backend, tolerance, diagnose_failures, poison_outputs=True)
         if again.status != Status.PASS:
             again.detail += f" [intermittent: run {attempt} of up to {reruns + 1}; the {attempt - 1} before passed]"
             return again
@@ -174,7 +175,8 @@ def _reruns(prepared: Prepared, backend: Backend, result: Result) -> int:
                 if d.id == result.divergence), default=0)
 
 
-def _judge_once(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_failures: bool) -> Result:
+def _judge_once(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_failures: bool,
+                poison_outputs: bool = False) -> Result:
     result = new_result(prepared, backend.name)
     if prepared.problem:
         result.set(Status.ERROR, detail=prepared.problem)
@@ -184,7 +186,7 @@ def _judge_once(prepared: Prepared, backend: Backend, tolerance: Tolerance, diag
         result.set(Status.UNSUPPORTED, detail=f"probe: {support.status}: {support.reason}")
         return result
     try:
-        outcome = backend.run(request_for(prepared, backend.threads))
+        outcome = backend.run(request_for(prepared, backend.threads, poison_outputs))
     except Exception as e:  # noqa: BLE001 - a backend adapter bug: report it, keep the run going
         result.set(Status.ERROR, detail=f"backend raised {type(e).__name__}: {e}")
         return result
