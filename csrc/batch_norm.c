@@ -15,10 +15,8 @@
 #include <omp.h>
 #include <stdlib.h>
 
-#include "half_blocks.h"
-#include "call.h"
+#include "batch_norm_common.h"
 
-#define LANES 16
 #define MAX_BLOCK 64 /* channels per plane-mode block */
 #define BLOCK_BYTES (1024 * 1024) /* dY and X of one block: long contiguous runs per n, still in cache for X_grad */
 
@@ -68,29 +66,7 @@ int32_t opc_prep_batchnorm_grad(opc_call *c, void *plan_v, opc_shape *outs) {
     return OPC_OK;
 }
 
-/* ---- kernels per storage type ST / accumulator AT ------------------------------------------- */
-
-#define LD_ID(p, i) (p)[i]
-#define ST_ID(v) (v)
-#define LD_F16(p, i) opc_f16_to_f32((p)[i])
-#define ST_F16(v) opc_f32_to_f16(v)
-
-/* The plane sums keep LANES partials in registers: native-width vectors (NV of them, VW lanes each), lane
- * k of the LANES taking the elements s with s % LANES == k. LANES is the same at every ISA level, so are
- * the sums; only the register width differs. */
-#if defined(__AVX512F__)
-#define VBYTES 64
-#elif defined(__AVX__)
-#define VBYTES 32
-#else
-#define VBYTES 16
-#endif
-typedef float vf32 __attribute__((vector_size(VBYTES)));
-typedef double vf64 __attribute__((vector_size(VBYTES)));
-#define VT_f32 vf32
-#define VT_f64 vf64
-#define LDV_f32(p) ({ vf32 v_; memcpy(&v_, (p), sizeof v_); v_; })
-#define LDV_f64(p) ({ vf64 v_; memcpy(&v_, (p), sizeof v_); v_; })
+/* ---- kernels per storage type ST / accumulator AT (lanes, vector types and loads: batch_norm_common.h) ---- */
 
 /* One plane (n, ch) of S elements added into the channel's lane partials pb, ps (NV vectors each, in memory). */
 #define PLANE_SUMS(SFX, ST, AT, LD)                                                                \
@@ -124,14 +100,6 @@ typedef double vf64 __attribute__((vector_size(VBYTES)));
 PLANE_SUMS(f32, float, float, LD_ID)
 PLANE_SUMS(f64, double, double, LD_ID)
 #if defined(__F16C__)
-/* float16 loaded a vector at a time with F16C (GCC 12 converts a _Float16 vector a lane at a time, which
- * made these sums 9x slower than float32's) */
-#define VT_f16 vf32
-#if defined(__AVX512F__)
-#define LDV_f16(p) ((vf32)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p))))
-#else
-#define LDV_f16(p) ((vf32)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p))))
-#endif
 PLANE_SUMS(f16, uint16_t, float, LD_F16)
 #else
 /* float16 without F16C: blocks of HALF_BLOCK (a multiple of LANES, so every element keeps its lane) widened
