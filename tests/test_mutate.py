@@ -28,6 +28,19 @@ def test_each_structural_mutant_changes_a_2d_output(name):
     assert m.shape == v.shape and mutate._changed(m, v).any()
 
 
+def test_a_bool_output_gets_one_element_flipped_and_no_float_mutants():
+    """FakeQuant's quantization_mask: `-` on a bool raised and stopped `opconform mutate`."""
+    v = np.array([[True, False, True]])
+    m = mutate._structural("sign flipped", v)
+    assert m.dtype == np.bool_ and np.count_nonzero(m != v) == 1
+    assert mutate._structural("one NaN", v) is None and mutate._structural("one inf", v) is None
+
+
+def test_a_spec_with_a_bool_output_is_mutated(catalog):
+    figures = mutate.mutate(catalog, ["FakeQuant"], tier="smoke")
+    assert any(g["op"] == "FakeQuant" for g in figures["groups"]) and not mutate.weaknesses(figures)
+
+
 def test_size_is_error_over_allowed_on_changed_elements():
     expected = np.array([1.0, 2.0])
     assert mutate._size(np.array([1.5]), expected[:1], np.array([0.25]), structural=False) == pytest.approx(2.0)

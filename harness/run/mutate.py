@@ -98,7 +98,11 @@ def _structural(name: str, v: np.ndarray):
         return np.ascontiguousarray(np.swapaxes(v, -1, -2)).reshape(v.shape)
     if i is None:
         return None
-    if name == "sign flipped":
+    if v.dtype == np.bool_:  # a mask: one element flipped is its only single-element mutant
+        if name != "sign flipped":
+            return None
+        flat[i] = not flat[i]
+    elif name == "sign flipped":
         flat[i] = -flat[i]
     elif name == "one NaN":
         flat[i] = np.nan
