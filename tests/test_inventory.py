@@ -181,25 +181,25 @@ def test_rows_classify_each_outcome_and_count_coverage(catalog):
     fake = FakeOrt({
         "ReluGrad": Outputs([None]),
         "TanhGrad": Crashed(signal="SIGSEGV"),
-        "GatherNDGrad": HandlerError("OrtError", "session|NotImplemented|Could not find an implementation for GatherNDGrad(1)"),
-        "DivGrad": HandlerError("OrtError", "run|InvalidArgument|bad values"),
-        "FakeQuantGrad": [],
-        "BatchNormInternal": HandlerError("OrtError", "session|Fail|Dimension mismatch"),
+        "BitmaskDropoutGrad": HandlerError("OrtError", "session|NotImplemented|Could not find an implementation for BitmaskDropoutGrad(1)"),
+        "ConvTransposeGrad": HandlerError("OrtError", "run|InvalidArgument|bad values"),
+        "SoftmaxDropoutGrad": [],
+        "BiasSoftmaxDropout": HandlerError("OrtError", "session|Fail|Dimension mismatch"),
     })
     rows = inventory.rows(catalog.specs, fake, only=list(fake.replies))
     by_op = {r.op: r for r in rows}
     assert (by_op["ReluGrad"].cpu, by_op["ReluGrad"].spec) == (inventory.RUNS, "com.microsoft::ReluGrad@1")
     assert by_op["TanhGrad"].cpu == inventory.CRASHED
-    assert by_op["GatherNDGrad"].cpu == inventory.NO_KERNEL and by_op["GatherNDGrad"].spec == ""
-    assert by_op["DivGrad"].cpu == inventory.REGISTERED  # the session was built; only the values were refused
-    assert by_op["FakeQuantGrad"].cpu == inventory.REGISTERED
-    assert by_op["BatchNormInternal"].cpu == inventory.FAILED
+    assert by_op["BitmaskDropoutGrad"].cpu == inventory.NO_KERNEL and by_op["BitmaskDropoutGrad"].spec == ""
+    assert by_op["ConvTransposeGrad"].cpu == inventory.REGISTERED  # the session was built; only the values were refused
+    assert by_op["SoftmaxDropoutGrad"].cpu == inventory.REGISTERED
+    assert by_op["BiasSoftmaxDropout"].cpu == inventory.FAILED
     assert inventory.covered(rows) == (1, 3)
     text = inventory.format_text(rows)
     assert "1 of 3 CPU ops covered (6 ops in the table)" in text
-    assert "GatherNDGrad: no CPU kernel: Could not find an implementation" in text
+    assert "BitmaskDropoutGrad: no CPU kernel: Could not find an implementation" in text
     markdown = inventory.format_markdown(rows)
-    assert "| com.microsoft | GatherNDGrad | gradient | no | - |" in markdown
+    assert "| com.microsoft | BitmaskDropoutGrad | gradient | no | - |" in markdown
     assert "| com.microsoft | TanhGrad | gradient | crashed | yes |" in markdown
     assert json.loads(inventory.format_json(rows))["covered"] == 1
 

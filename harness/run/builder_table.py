@@ -434,8 +434,11 @@ def _version_at(domain: str, op: str, opset: int) -> int:
         return 1
     try:
         return onnx.defs.get_schema(op, opset, "").since_version
-    except Exception:  # noqa: BLE001 - ORT's own default-domain op (SimplifiedLayerNormalization): version 1
-        return 1
+    except Exception:  # noqa: BLE001 - ORT's own default-domain op: its training op table's version, else 1
+        from harness.data import ort_training_ops
+
+        entry = ort_training_ops().get(op)  # SparseSoftmaxCrossEntropy: 9; SimplifiedLayerNormalization: absent
+        return entry["since_version"] if entry and entry.get("domain") == "" and entry["since_version"] <= opset else 1
 
 
 def forward_specs(specs) -> dict[tuple[str, str], list[tuple[int, str]]]:
