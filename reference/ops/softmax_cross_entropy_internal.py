@@ -151,7 +151,7 @@ def bench_torch(inputs, attributes):
 
     from reference._torch import tensors
 
-    dy, log_prob, label, _, ignore, _ = tensors(*inputs)
+    dy, log_prob, label, _, ignore = tensors(*inputs)
     ii = int(ignore)
     total = (label != ii).sum().to(torch.float32)
     aten = torch.ops.aten
