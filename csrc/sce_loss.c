@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "call.h"
+#include "vmath.h"
 
 enum { LOSS_NONE, LOSS_SUM, LOSS_MEAN };
 
@@ -131,6 +132,45 @@ static double softmax_row(const loss_plan *p, const void *x, void *lp, int64_t m
     return picked;
 }
 
+
+/* float32 rows of contiguous classes (D = 1), vectorised: max and exp in float32 (opc_expf, a few ulp), the sum of
+ * the exps in double over 8 fixed lanes combined in a fixed order, log_prob = (x - top) - log(sum) rounded once */
+#define SCE_BLK 512
+CLONES static float row_max_f32(const float *restrict x, int64_t n, bool *nan) {
+    float top = -INFINITY;
+    bool bad = false;
+    for (int64_t i = 0; i < n; i++) { /* simd: 1 */
+        top = x[i] > top ? x[i] : top;
+        bad |= x[i] != x[i];
+    }
+    *nan = bad;
+    return top;
+}
+CLONES static void exp_shift_f32(const float *restrict x, float *restrict e, int64_t n, float top) {
+    for (int64_t i = 0; i < n; i++) e[i] = opc_expf(x[i] - top); /* simd: 1 */
+}
+CLONES static void lp_store_f32(const float *restrict x, float *restrict lp, int64_t n, double top, double lse) {
+    for (int64_t i = 0; i < n; i++) lp[i] = (float)(((double)x[i] - top) - lse); /* simd: 1 */
+}
+static double softmax_row_f32(const float *x, float *lp, int64_t C, int64_t t) {
+    bool nan;
+    float top = row_max_f32(x, C, &nan);
+    if (nan || !isfinite(top)) top = 0.0f; /* as softmax_row: NaN/inf rows keep what the math gives */
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float e[SCE_BLK];
+    for (int64_t j = 0; j < C; j += SCE_BLK) {
+        int64_t k = C - j < SCE_BLK ? C - j : SCE_BLK, i = 0;
+        exp_shift_f32(x + j, e, k, top);
+        for (; i + 8 <= k; i += 8)
+            for (int l = 0; l < 8; l++) lane[l] += e[i + l];
+        for (; i < k; i++) lane[i % 8] += e[i];
+    }
+    double sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    double lse = log(sum);
+    if (lp) lp_store_f32(x, lp, C, top, lse);
+    return t >= 0 ? ((double)x[t] - top) - lse : 0.0;
+}
+
 static int32_t exec_loss(opc_call *c, const void *plan_v, opc_tensor *outs) {
     const loss_plan *p = plan_v;
     int32_t s;
@@ -152,7 +192,9 @@ static int32_t exec_loss(opc_call *c, const void *plan_v, opc_tensor *outs) {
             int64_t t = opc_int_at(label, p->label_dtype, m);
             bool ignored = p->has_ignore && t == ignore;
             double v;
-            if (p->softmax) v = softmax_row(p, x, lp, m, ignored ? -1 : t);
+            if (p->softmax && p->dtype == OPC_FLOAT && D == 1)
+                v = softmax_row_f32((const float *)x + m * C, lp ? (float *)lp + m * C : NULL, C, ignored ? -1 : t);
+            else if (p->softmax) v = softmax_row(p, x, lp, m, ignored ? -1 : t);
             else v = ignored ? 0.0 : get(p->dtype, x, ((m / D) * C + t) * D + m % D);
             loss[m] = ignored ? 0.0 : -v * (w ? get(p->dtype, w, t) : 1.0);
         }

@@ -70,11 +70,6 @@ def case_shapes(params) -> dict:
     return {"input": x, "target": (x[0], *x[2:]), "weight": (x[1],), "ignore_index": ()}
 
 
-def bench_bytes(shapes, attributes):
-    """target read and one input element gathered per element (the loss is small)."""
-    return int(np.prod(shapes["target"])) * 16
-
-
 def from_node(node):
     """`shape` is input's [N, C, d1..dk]; Tind the target's dtype when it is not int64."""
     params = {"shape": list(node.shape("input"))}
