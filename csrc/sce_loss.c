@@ -133,41 +133,49 @@ static double softmax_row(const loss_plan *p, const void *x, void *lp, int64_t m
 }
 
 
-/* float32 rows of contiguous classes (D = 1), vectorised: max and exp in float32 (opc_expf, a few ulp), the sum of
- * the exps in double over 8 fixed lanes combined in a fixed order, log_prob = (x - top) - log(sum) rounded once */
+/* float32 rows of contiguous classes (D = 1), vectorised: max and exp in float32 (opc_expf, a few ulp), the exps
+ * summed in 16 float32 lanes per block of SCE_BLK, the blocks in double, all in a fixed order; log_prob = (x - top) -
+ * log(sum) in float32 (two roundings); the loss from the same values in double */
 #define SCE_BLK 512
-CLONES static float row_max_f32(const float *restrict x, int64_t n, bool *nan) {
-    float top = -INFINITY;
-    bool bad = false;
-    for (int64_t i = 0; i < n; i++) { /* simd: 1 */
-        top = x[i] > top ? x[i] : top;
-        bad |= x[i] != x[i];
-    }
-    *nan = bad;
+/* the row's largest non-NaN value in 16 lanes (a NaN anywhere makes the row NaN through its exp, as the math) */
+CLONES static float row_max_f32(const float *restrict x, int64_t n) {
+    float m[16];
+    for (int l = 0; l < 16; l++) m[l] = -INFINITY;
+    for (int64_t i = 0; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) m[l] = x[i + l] > m[l] ? x[i + l] : m[l];
+    for (int64_t i = n - n % 16; i < n; i++) m[i % 16] = x[i] > m[i % 16] ? x[i] : m[i % 16];
+    float top = m[0];
+    for (int l = 1; l < 16; l++) top = m[l] > top ? m[l] : top;
     return top;
 }
 CLONES static void exp_shift_f32(const float *restrict x, float *restrict e, int64_t n, float top) {
     for (int64_t i = 0; i < n; i++) e[i] = opc_expf(x[i] - top); /* simd: 1 */
 }
-CLONES static void lp_store_f32(const float *restrict x, float *restrict lp, int64_t n, double top, double lse) {
-    for (int64_t i = 0; i < n; i++) lp[i] = (float)(((double)x[i] - top) - lse); /* simd: 1 */
+CLONES static void lp_store_f32(const float *restrict x, float *restrict lp, int64_t n, float top, float lse) {
+    for (int64_t i = 0; i < n; i++) lp[i] = (x[i] - top) - lse; /* simd: 1 */
+}
+/* 16 float lanes of a block (at most SCE_BLK terms each way: a few float32 roundings), in a fixed order */
+CLONES static void lanes_f32(const float *restrict e, int64_t n, float *restrict acc) {
+    for (int64_t i = 0; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] += e[i + l];
+    for (int64_t i = n - n % 16; i < n; i++) acc[i % 16] += e[i];
 }
 static double softmax_row_f32(const float *x, float *lp, int64_t C, int64_t t) {
-    bool nan;
-    float top = row_max_f32(x, C, &nan);
-    if (nan || !isfinite(top)) top = 0.0f; /* as softmax_row: NaN/inf rows keep what the math gives */
-    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float top = row_max_f32(x, C);
+    if (!isfinite(top)) top = 0.0f; /* as softmax_row: rows of -inf, or with +inf, keep what the math gives */
+    double sum = 0.0;
     float e[SCE_BLK];
     for (int64_t j = 0; j < C; j += SCE_BLK) {
-        int64_t k = C - j < SCE_BLK ? C - j : SCE_BLK, i = 0;
+        int64_t k = C - j < SCE_BLK ? C - j : SCE_BLK;
+        float acc[16] = {0};
         exp_shift_f32(x + j, e, k, top);
-        for (; i + 8 <= k; i += 8)
-            for (int l = 0; l < 8; l++) lane[l] += e[i + l];
-        for (; i < k; i++) lane[i % 8] += e[i];
+        lanes_f32(e, k, acc);
+        double b = 0.0;
+        for (int l = 0; l < 16; l++) b += acc[l];
+        sum += b;
     }
-    double sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
     double lse = log(sum);
-    if (lp) lp_store_f32(x, lp, C, top, lse);
+    if (lp) lp_store_f32(x, lp, C, top, (float)lse);
     return t >= 0 ? ((double)x[t] - top) - lse : 0.0;
 }
 
