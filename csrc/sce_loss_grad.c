@@ -19,13 +19,14 @@ enum { SCE_NONE, SCE_SUM, SCE_MEAN };
 
 typedef struct {
     int32_t dtype, label_dtype, reduction;
-    bool has_weight, has_ignore;
+    bool has_weight, has_ignore, internal;
     int64_t ignore_index;
     int64_t n, c, d; /* log_prob as [N, C, D], D the product of the dims after the class axis */
 } sce_plan;
 
-int32_t opc_prep_sce_loss_grad(opc_call *c, void *plan_v, opc_shape *outs) {
-    sce_plan *p = plan_v;
+/* internal: SoftmaxCrossEntropyLossInternalGrad, ignore_index the optional int64 scalar input 4 (read when the call
+ * runs: sce_resolve) and an output_type attribute that must name the inputs' type (no mixed precision here) */
+static int32_t prep_sce(opc_call *c, sce_plan *p, opc_shape *outs, bool internal) {
     int32_t s;
     if ((s = opc_require(c, 0)) || (s = opc_require(c, 1)) || (s = opc_require(c, 2))) return s;
     const opc_tensor *dy = c->in[0], *lp = c->in[1], *label = c->in[2], *w = c->in[3];
@@ -40,9 +41,26 @@ int32_t opc_prep_sce_loss_grad(opc_call *c, void *plan_v, opc_shape *outs) {
     else if (strcmp(reduction, "sum") == 0) p->reduction = SCE_SUM;
     else if (strcmp(reduction, "mean") == 0) p->reduction = SCE_MEAN;
     else return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "reduction '%s' is not none, sum or mean", reduction);
-    const opc_attr *ignore = opc_attr_get(c, "ignore_index");
-    p->has_ignore = ignore != NULL;
-    if (ignore && (s = opc_attr_int(c, "ignore_index", 0, &p->ignore_index))) return s;
+    p->internal = internal;
+    if (internal) {
+        const opc_tensor *ii = c->in[4];
+        p->has_ignore = ii != NULL;
+        p->ignore_index = 0;
+        if (ii && (ii->dtype != OPC_INT64 || ii->rank != 0))
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "ignore_index must be an int64 scalar, got %s of rank %d",
+                            opc_dtype_name(ii->dtype), (int)ii->rank);
+        int64_t out_type;
+        if (opc_attr_get(c, "output_type")) {
+            if ((s = opc_attr_int(c, "output_type", 0, &out_type))) return s;
+            if (out_type != lp->dtype)
+                return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "output_type %lld differs from the inputs' %s: mixed "
+                                "precision is not implemented", (long long)out_type, opc_dtype_name(lp->dtype));
+        }
+    } else {
+        const opc_attr *ignore = opc_attr_get(c, "ignore_index");
+        p->has_ignore = ignore != NULL;
+        if (ignore && (s = opc_attr_int(c, "ignore_index", 0, &p->ignore_index))) return s;
+    }
 
     char a[200], b[200];
     if (lp->rank < 2)
@@ -69,6 +87,16 @@ int32_t opc_prep_sce_loss_grad(opc_call *c, void *plan_v, opc_shape *outs) {
     for (int32_t i = 2; i < lp->rank; i++) p->d *= lp->shape[i];
     opc_shape_from(&outs[0], lp);
     return OPC_OK;
+}
+
+int32_t opc_prep_sce_loss_grad(opc_call *c, void *plan_v, opc_shape *outs) { return prep_sce(c, plan_v, outs, false); }
+int32_t opc_prep_sce_internal_grad(opc_call *c, void *plan_v, opc_shape *outs) { return prep_sce(c, plan_v, outs, true); }
+
+/* the plan with ignore_index read from the Internal op's input */
+static sce_plan sce_resolve(const opc_call *c, const sce_plan *p) {
+    sce_plan q = *p;
+    if (q.internal && q.has_ignore) q.ignore_index = *(const int64_t *)c->in[4]->data;
+    return q;
 }
 
 /* ---- values as double ------------------------------------------------------------------------ */
@@ -197,7 +225,7 @@ static void block_cols(const sce_args *a, int64_t n, int64_t d0, int64_t d1) { /
 
 /* Every label in [0, C) or ignore_index. */
 int32_t opc_check_sce_loss_grad(opc_call *c, const void *plan_v) {
-    const sce_plan *p = plan_v;
+    const sce_plan q = sce_resolve(c, plan_v), *p = &q;
     const void *label = c->in[2]->data;
     int64_t at = opc_first_outside(label, p->label_dtype, p->n * p->d, 0, p->c, p->has_ignore, p->ignore_index,
                                    c->threads);
@@ -208,7 +236,7 @@ int32_t opc_check_sce_loss_grad(opc_call *c, const void *plan_v) {
 }
 
 int32_t opc_exec_sce_loss_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
-    const sce_plan *p = plan_v;
+    const sce_plan q = sce_resolve(c, plan_v), *p = &q;
     int64_t M = p->n * p->d, C = p->c;
     if (!outs[0].data || M == 0) return OPC_OK; /* with C = 0 the labels are still checked: none can be a class */
     const void *dy = c->in[0]->data, *label = c->in[2]->data, *w = p->has_weight ? c->in[3]->data : NULL;
@@ -220,7 +248,7 @@ int32_t opc_exec_sce_loss_grad(opc_call *c, const void *plan_v, opc_tensor *outs
         int64_t t = label_at(p->label_dtype, label, m);
         if (p->has_ignore && t == p->ignore_index) continue;
         if (t < 0 || t >= C) {
-            int32_t s = opc_check_sce_loss_grad(c, plan_v);
+            int32_t s = opc_check_sce_loss_grad(c, plan_v); /* resolves ignore_index again */
             return s ? s : opc_fail(c, OPC_ERR_INTERNAL, "a label was out of range but none is on a second look");
         }
         W += w ? float_at(p->dtype, w, t) : 1.0;
@@ -285,3 +313,15 @@ OPC_DEFINE_OP(SoftmaxCrossEntropyLossGrad) = {
              .notes = "log_prob [N, C, d1..dk], label [N, d1..dk] each in [0, C) or ignore_index (checked), weight "
                       "[C]; reduction none, sum or mean (default); mean's weight sum in double, in element order"},
     .prepare = opc_prep_sce_loss_grad, .exec = opc_exec_sce_loss_grad, .check = opc_check_sce_loss_grad};
+
+static const char *const SCEI_IN[] = {"dY", "log_prob", "label", "weight", "ignore_index"};
+static const uint8_t SCEI_OPT[] = {0, 0, 0, 1, 1};
+static const char *const SCEI_ATTR[] = {"reduction", "output_type"};
+
+OPC_DEFINE_OP(SoftmaxCrossEntropyLossInternalGrad) = {
+    .desc = {.name = "SoftmaxCrossEntropyLossInternalGrad", OPC_INPUTS(SCEI_IN, SCEI_OPT), OPC_OUTPUTS(SCE_OUT),
+             OPC_DTYPES(DT_SCE), OPC_ATTRS(SCEI_ATTR),
+             .notes = "SoftmaxCrossEntropyLossGrad with ignore_index an optional int64 scalar input (absent: none "
+                      "ignored); output_type, when given, must name the inputs' type; the schema's bias input is not "
+                      "taken (no spec input)"},
+    .prepare = opc_prep_sce_internal_grad, .exec = opc_exec_sce_loss_grad, .check = opc_check_sce_loss_grad};
