@@ -179,19 +179,28 @@ static int32_t red_run(opc_call *c, const red_plan *p, const void *src, int32_t 
     for (int64_t it = 0; it < items; it++) {
         const int64_t o = it / nb, b = it % nb;
         const int64_t s0 = b * RED_BLOCK, s1 = s0 + RED_BLOCK < N ? s0 + RED_BLOCK : N;
-        double v = 0.0;
+        double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0}, v = 0.0; /* 8 interleaved lanes, added in lane order */
         for (int64_t s = s0; s < s1;) {
             const int64_t run_end = (s / L + 1) * L < s1 ? (s / L + 1) * L : s1;
             const int64_t off = red_offset(p, p->m, o, s);
             const int64_t n = run_end - s;
-            if (sdt == OPC_DOUBLE)
-                for (int64_t k = 0; k < n; k++) v += ((const double *)src)[off + k];
-            else if (sdt == OPC_FLOAT)
-                for (int64_t k = 0; k < n; k++) v += (double)((const float *)src)[off + k];
-            else
-                for (int64_t k = 0; k < n; k++) v += pg_load(src, sdt, off + k);
+            int64_t k = 0;
+            if (sdt == OPC_DOUBLE) {
+                const double *x = (const double *)src + off;
+                for (; k + 8 <= n; k += 8)
+                    for (int l = 0; l < 8; l++) lane[l] += x[k + l];
+                for (; k < n; k++) v += x[k];
+            } else if (sdt == OPC_FLOAT) {
+                const float *x = (const float *)src + off;
+                for (; k + 8 <= n; k += 8)
+                    for (int l = 0; l < 8; l++) lane[l] += (double)x[k + l];
+                for (; k < n; k++) v += (double)x[k];
+            } else {
+                for (; k < n; k++) v += pg_load(src, sdt, off + k);
+            }
             s = run_end;
         }
+        for (int l = 0; l < 8; l++) v += lane[l];
         part[it] = v;
     }
     for (int64_t o = 0; o < p->n_out; o++) {
@@ -315,11 +324,42 @@ int32_t opc_prep_div_grad(opc_call *c, void *plan_v, opc_shape *outs) {
     return OPC_OK;
 }
 
-/* g = dY / B (which 0) or -dY * A / B^2 (which 1) over flat dY indices [lo, hi), into dst (dtype ddt) at i. */
-static void dg_range(const dg_plan *p, const opc_tensor *const *in, int which, void *dst, int32_t ddt, int64_t lo,
-                     int64_t hi) {
+/* g = dY / B (which 0) or -dY * A / B^2 (which 1) over flat dY indices [lo, hi): stored into dst (dtype ddt) at i,
+ * or, with dst NULL, summed in double (in index order, 8 interleaved lanes added in lane order at the end) and
+ * returned. */
+#define DG_ROW(T, DT, STORE)                                                                                   \
+    do {                                                                                                      \
+        const T *g = (const T *)dy + i, *av = (const T *)A + ia, *bv = (const T *)B + ib;                     \
+        if (!dst) {                                                                                           \
+            int64_t k = 0;                                                                                    \
+            for (; k + 8 <= n; k += 8)                                                                        \
+                for (int l = 0; l < 8; l++) {                                                                 \
+                    const double bb = bv[(k + l) * lb];                                                       \
+                    lane[l] += which == 0 ? (double)g[k + l] / bb : -(double)g[k + l] * (double)av[(k + l) * la] / (bb * bb); \
+                }                                                                                             \
+            for (; k < n; k++) {                                                                              \
+                const double bb = bv[k * lb];                                                                 \
+                tail += which == 0 ? (double)g[k] / bb : -(double)g[k] * (double)av[k * la] / (bb * bb);      \
+            }                                                                                                 \
+        } else if (which == 0) {                                                                              \
+            DT *d = (DT *)dst + i;                                                                            \
+            for (int64_t k = 0; k < n; k++) d[k] = STORE((double)g[k] / (double)bv[k * lb]);                  \
+        } else {                                                                                              \
+            DT *d = (DT *)dst + i;                                                                            \
+            for (int64_t k = 0; k < n; k++) {                                                                 \
+                const double bb = bv[k * lb];                                                                 \
+                d[k] = STORE(-(double)g[k] * (double)av[k * la] / (bb * bb));                                 \
+            }                                                                                                 \
+        }                                                                                                     \
+    } while (0)
+#define AS_F(v) ((float)(v))
+#define AS_D(v) (v)
+
+static double dg_range(const dg_plan *p, const opc_tensor *const *in, int which, void *dst, int32_t ddt, int64_t lo,
+                       int64_t hi) {
     const int32_t r = p->rank, dt = p->dtype;
     const void *dy = in[0]->data, *A = in[1]->data, *B = in[2]->data;
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tail = 0.0;
     int64_t coord[OPC_MAX_RANK], rest = lo, ia = 0, ib = 0;
     for (int32_t i = r - 1; i >= 0; i--) {
         coord[i] = rest % p->y[i];
@@ -331,20 +371,15 @@ static void dg_range(const dg_plan *p, const opc_tensor *const *in, int which, v
     for (int64_t i = lo; i < hi;) {
         const int64_t c0 = r > 0 ? coord[r - 1] : 0;
         int64_t n = L - c0 < hi - i ? L - c0 : hi - i;
-        if (dt == OPC_FLOAT && ddt == OPC_DOUBLE) { /* the common case, written out */
-            const float *g = (const float *)dy + i, *av = (const float *)A + ia, *bv = (const float *)B + ib;
-            double *d = (double *)dst + i;
-            if (which == 0)
-                for (int64_t k = 0; k < n; k++) d[k] = (double)g[k] / (double)bv[k * lb];
-            else
-                for (int64_t k = 0; k < n; k++) {
-                    const double bb = bv[k * lb];
-                    d[k] = -(double)g[k] * (double)av[k * la] / (bb * bb);
-                }
-        } else {
+        if (dt == OPC_FLOAT && (!dst || ddt == OPC_FLOAT)) DG_ROW(float, float, AS_F);
+        else if (dt == OPC_FLOAT && ddt == OPC_DOUBLE) DG_ROW(float, double, AS_D);
+        else if (dt == OPC_DOUBLE) DG_ROW(double, double, AS_D);
+        else {
             for (int64_t k = 0; k < n; k++) {
                 const double g = pg_load(dy, dt, i + k), bb = pg_load(B, dt, ib + k * lb);
-                pg_store(dst, ddt, i + k, which == 0 ? g / bb : -g * pg_load(A, dt, ia + k * la) / (bb * bb));
+                const double v = which == 0 ? g / bb : -g * pg_load(A, dt, ia + k * la) / (bb * bb);
+                if (dst) pg_store(dst, ddt, i + k, v);
+                else tail += v;
             }
         }
         i += n;
@@ -362,6 +397,9 @@ static void dg_range(const dg_plan *p, const opc_tensor *const *in, int which, v
             ib += p->sb[d - 1];
         }
     }
+    double v = 0.0;
+    for (int l = 0; l < 8; l++) v += lane[l];
+    return v + tail;
 }
 
 int32_t opc_exec_div_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
@@ -380,6 +418,26 @@ int32_t opc_exec_div_grad(opc_call *c, const void *plan_v, opc_tensor *outs) {
         const int nt = pg_threads(c, p->total);
         void *dst = outs[which].data;
         int32_t ddt = p->dtype;
+        int64_t own_total = 1;
+        for (int32_t i = 0; i < p->rank; i++) own_total *= own[i];
+        if (any && own_total == 1) { /* one sum (a scalar input's gradient): on the fly, in fixed blocks */
+            const int64_t nb = (p->total + RED_BLOCK - 1) / RED_BLOCK;
+            double *part = malloc((size_t)(nb > 0 ? nb : 1) * sizeof(double));
+            if (!part) {
+                free(buf);
+                return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "no memory for %lld partial sums", (long long)nb);
+            }
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+            for (int64_t b = 0; b < nb; b++) {
+                const int64_t lo = b * RED_BLOCK, hi = lo + RED_BLOCK < p->total ? lo + RED_BLOCK : p->total;
+                part[b] = dg_range(p, in, which, NULL, OPC_DOUBLE, lo, hi);
+            }
+            double v = 0.0;
+            for (int64_t b = 0; b < nb; b++) v += part[b];
+            free(part);
+            pg_store(dst, p->dtype, 0, v);
+            continue;
+        }
         if (any) {
             if (!buf) buf = malloc((size_t)(p->total > 0 ? p->total : 1) * sizeof(double));
             if (!buf) return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "no memory for %lld gradient terms", (long long)p->total);

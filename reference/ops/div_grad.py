@@ -26,8 +26,6 @@ def bench_bytes(shapes, attributes, params):
 def bench_torch(inputs, attributes):
     """torch autograd's two formulas for div (grad / b and -grad * a / b^2), each reduced to its input's shape
     with sum_to_size, as torch's div backward does."""
-    import torch
-
     from reference._torch import tensors
 
     dy, a, b = tensors(*inputs)
