@@ -118,6 +118,7 @@ static inline int64_t red_offset(const red_plan *p, int32_t m, int64_t o, int64_
 }
 
 #define RED_BLOCK ((int64_t)16384) /* terms (or rows of terms) per block: from the shapes only */
+#define RED_COLS 256              /* columns per chunk when the kept last axis is long */
 
 /* Sums input src (dtype sdt: a float type, or OPC_DOUBLE for DivGrad's buffer) into dst (dtype ddt). */
 static int32_t red_run(opc_call *c, const red_plan *p, const void *src, int32_t sdt, void *dst, int32_t ddt) {
@@ -136,6 +137,29 @@ static int32_t red_run(opc_call *c, const red_plan *p, const void *src, int32_t 
     if (inner_kept) {
         /* rows of L kept elements: out row o (of n_out / L) = sum over reduced rows s, in blocks of rb rows */
         const int64_t L = p->dim[p->m - 1], rows_out = p->n_out / L, R = p->n_red;
+        if (L >= 2 * RED_COLS) {
+            /* long rows (a bias gradient's hidden axis): columns in chunks of RED_COLS, each chunk summed over every
+             * reduced row in order by one thread, stored once: no partial sums */
+            const int64_t nc = (L + RED_COLS - 1) / RED_COLS, items = rows_out * nc;
+            int nt = pg_threads(c, p->total);
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+            for (int64_t it = 0; it < items; it++) {
+                const int64_t o = it / nc, c0 = (it % nc) * RED_COLS, w = c0 + RED_COLS < L ? RED_COLS : L - c0;
+                double acc[RED_COLS];
+                for (int64_t k = 0; k < w; k++) acc[k] = 0.0;
+                for (int64_t s = 0; s < R; s++) {
+                    const int64_t off = red_offset(p, p->m - 1, o, s) * L + c0;
+                    if (sdt == OPC_DOUBLE)
+                        for (int64_t k = 0; k < w; k++) acc[k] += ((const double *)src)[off + k];
+                    else if (sdt == OPC_FLOAT)
+                        for (int64_t k = 0; k < w; k++) acc[k] += (double)((const float *)src)[off + k];
+                    else
+                        for (int64_t k = 0; k < w; k++) acc[k] += pg_load(src, sdt, off + k);
+                }
+                for (int64_t k = 0; k < w; k++) pg_store(dst, ddt, o * L + c0 + k, acc[k]);
+            }
+            return OPC_OK;
+        }
         int64_t rb = RED_BLOCK * 4 / L;
         if (rb < 1) rb = 1;
         const int64_t nb = (R + rb - 1) / rb, items = rows_out * nb;

@@ -213,6 +213,7 @@ def test_reduce_sum_training_threads(lib, rng):
     for axes in ([0, 1], [2], [0, 1, 2], [1]):
         _same_bits(lib, "ReduceSumTraining", [x, np.array(axes, I64)], {"keepdims": 0})
     _same_bits(lib, "ReduceSumTraining", [rng.normal(size=(7, 30000)), np.array([0, 1], I64)])
+    _same_bits(lib, "ReduceSumTraining", [rng.normal(size=(4, 33, 1300)).astype(np.float32), np.array([0, 1], I64)])
 
 
 @pytest.mark.parametrize("axes, attrs, status, words", [
