@@ -118,7 +118,7 @@ static inline int64_t red_offset(const red_plan *p, int32_t m, int64_t o, int64_
 }
 
 #define RED_BLOCK ((int64_t)16384) /* terms (or rows of terms) per block: from the shapes only */
-#define RED_COLS 256              /* columns per chunk when the kept last axis is long */
+#define RED_COLS 1024             /* columns per chunk (whole pages of a float32 row) when the kept last axis is long */
 
 /* Sums input src (dtype sdt: a float type, or OPC_DOUBLE for DivGrad's buffer) into dst (dtype ddt). */
 static int32_t red_run(opc_call *c, const red_plan *p, const void *src, int32_t sdt, void *dst, int32_t ddt) {
@@ -137,7 +137,7 @@ static int32_t red_run(opc_call *c, const red_plan *p, const void *src, int32_t 
     if (inner_kept) {
         /* rows of L kept elements: out row o (of n_out / L) = sum over reduced rows s, in blocks of rb rows */
         const int64_t L = p->dim[p->m - 1], rows_out = p->n_out / L, R = p->n_red;
-        if (L >= 2 * RED_COLS) {
+        if (L >= 512) {
             /* long rows (a bias gradient's hidden axis): columns in chunks of RED_COLS, each chunk summed over every
              * reduced row in order by one thread, stored once: no partial sums */
             const int64_t nc = (L + RED_COLS - 1) / RED_COLS, items = rows_out * nc;
