@@ -1,6 +1,9 @@
 """Vector-Jacobian products of the broadcasting elementwise ops (Add, Sub, Mul, Div, Pow, Max, Min, Where, Clip),
 as a training graph computes them: each input's gradient summed back over the axes broadcasting stretched
-(reference._math.unbroadcast). The case-shape and validity hooks of their specs live here too, once for all."""
+(reference._math.unbroadcast). The case-shape and validity hooks of their specs live here too, once for all, and the DivGrad kernel spec's
+(div_grad*, at the end: div_vjp under the kernel's name)."""
+import math
+
 import numpy as np
 
 from reference._math import unbroadcast
@@ -139,3 +142,31 @@ def from_node(node) -> dict:
     input order (Max and Min: only those the node has)."""
     names = ("condition", "X", "Y") if "condition" in node.shapes else ("A", "B", "C")
     return {"shapes": [list(node.shapes[n]) for n in names if node.shapes.get(n) is not None]}
+
+
+# ==== DivGrad (com.microsoft), the kernel the builder writes for Div: div_vjp above; the kernel spec's hooks (its
+# shapes, validity and from_node are case_shapes, broadcastable and from_node above) ===========================
+
+def div_grad(dY, A, B):
+    """(dA, dB) = (unbroadcast(dY / B, A), unbroadcast(-dY * A / B^2, B))."""
+    return div_vjp(dY, A, B)
+
+
+# ---- DivGrad bench --------------------------------------------------------------------------------------------------------
+
+def div_grad_bench_bytes(shapes, attributes, params):
+    """dY, A and B read, dA and dB written (4 bytes each)."""
+    a, b = (math.prod(s) for s in params["shapes"])
+    return (math.prod(shapes["dY"]) + 2 * a + 2 * b) * 4
+
+
+def div_grad_bench_torch(inputs, attributes):
+    """torch autograd's two formulas for div (grad / b and -grad * a / b^2), each reduced to its input's shape
+    with sum_to_size, as torch's div backward does."""
+    from reference._torch import tensors
+
+    dy, a, b = tensors(*inputs)
+
+    def run():
+        return (dy / b).sum_to_size(a.shape), (-dy * a / (b * b)).sum_to_size(b.shape)
+    return run

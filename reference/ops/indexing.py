@@ -2,7 +2,8 @@
 ScatterElements, ScatterND, TopK, Trilu), in float64, from the math: an index picks which element of the
 input an output element is (or, for the reductions, is computed from); the indices themselves are not
 differentiable. Integer inputs arrive as float64 and are used as int64; negative indices count from the end.
-Also the case-shape hooks and the value checks of their specs."""
+Also the case-shape hooks and the value checks of their specs, and the GatherNDGrad kernel spec's (gathernd_grad*, at
+the end: the same VJP with data's shape given as values)."""
 from __future__ import annotations
 
 import math
@@ -290,3 +291,86 @@ def topk_from_node(node) -> dict:
 def trilu_from_node(node) -> dict:
     """`shape` = the input's shape; k is the node's own input (its constant, or left out: match()'s omit)."""
     return {"shape": list(node.shape("input"))}
+
+
+# ==== GatherNDGrad (com.microsoft), the kernel the builder writes for GatherND: gather_nd_vjp above with data's
+# shape given as values (the `shape` input, Shape(data) in a training graph); the kernel spec's hooks ==========
+
+def _shape_values(shape) -> tuple[int, ...]:
+    return tuple(int(d) for d in np.asarray(shape).ravel())
+
+
+def gathernd_grad(shape, indices, update, *, batch_dims=0):
+    """output = zeros(shape); output[batch, wrap(indices[batch, m]), ...] += update[batch, m, ...]."""
+    return gather_nd_vjp(update, np.broadcast_to(0.0, _shape_values(shape)), indices, batch_dims=batch_dims)
+
+
+def gathernd_grad_check(inputs, attributes) -> str | None:
+    """valid_values: shape a 1-D list of non-negative dims; then GatherND's rules (batch dims, tuple length,
+    update of GatherND's output shape, every index in range)."""
+    shape = inputs["shape"]
+    if shape.ndim != 1 or shape.size < 1:
+        return f"shape must be 1-D with at least one dim (data's dims), got shape {list(shape.shape)}"
+    dims = _shape_values(shape)
+    if min(dims) < 0:
+        return f"shape holds a negative dim: {list(dims)}"
+    views = {"data": np.broadcast_to(0.0, dims), "indices": inputs["indices"], "dY": inputs["update"]}
+    return gather_nd_check(views, attributes)
+
+
+def gathernd_grad_shapes(params):
+    """{data, indices, shape, update} from `data` (data's shape) and `idx` (indices' shape); update takes
+    GatherND's output shape unless the case gives `update` (invalid cases)."""
+    data, idx = (tuple(int(d) for d in params[p]) for p in ("data", "idx"))
+    b = int(params.get("batch_dims", 0))
+    upd = params.get("update")
+    upd = tuple(int(d) for d in upd) if upd is not None else gather_nd_output_shape(data, idx, b)
+    return {"data": data, "indices": idx, "shape": (len(data),), "update": upd}
+
+
+def gathernd_grad_reduction_length(shape, indices, update, *, batch_dims=0) -> int:
+    """The most slices of update one element of the output sums (the most a tuple repeats)."""
+    return gather_nd_reduction_length(update, np.broadcast_to(0.0, _shape_values(shape)), indices, batch_dims=batch_dims)
+
+
+# ---- GatherNDGrad bench --------------------------------------------------------------------------------------------------------
+
+def gathernd_grad_bench_bytes(shapes, attributes, params):
+    """output written, update read (4 bytes each), the int64 indices read."""
+    return (math.prod(params["data"]) + math.prod(shapes["update"])) * 4 + math.prod(shapes["indices"]) * 8
+
+
+def gathernd_grad_bench_indices_bytes(shapes, attributes):
+    return math.prod(shapes["indices"]) * 8
+
+
+def gathernd_grad_bench_torch(inputs, attributes):
+    """torch's scatter-add of the same slices: index_put_ with accumulate=True into zeros (what autograd runs for
+    x[idx0, idx1] indexing), batch_dims 0, tuples of length k into data's first k dims."""
+    import torch
+
+    from reference._torch import tensors
+
+    shape, indices, update = inputs
+    dims = [int(d) for d in shape]
+    _, idx, upd = tensors(*inputs)
+    k = idx.shape[-1]
+    cols = tuple(idx[..., j].reshape(-1) for j in range(k))
+    upd = upd.reshape(-1, *dims[k:])
+
+    def run():
+        return torch.zeros(dims, dtype=upd.dtype).index_put_(cols, upd, accumulate=True)
+    return run
+
+
+# ---- GatherNDGrad cases.from_node: a real graph's GatherNDGrad node -> case params -------------------------------------------
+
+def gathernd_grad_from_node(node) -> dict:
+    """`data` = the shape input's values (Shape(data), folded by shape inference), `idx` = indices' shape;
+    batch_dims is the node's attribute (match()'s)."""
+    try:
+        data = [int(d) for d in node.value("shape")]
+    except KeyError:
+        raise KeyError("GatherNDGrad's shape input is not a value of the graph: data's shape is unknown") from None
+    return {"data": data, "idx": list(node.shape("indices"))}
+
