@@ -4,6 +4,7 @@
  *       log_prob = log_softmax(scores, axis 1); l = -log_prob[label] * weight[label]
  *   NegativeLogLikelihoodLossInternal2(input, target, weight?, ignore_index?) -> loss
  *       l = -input[target] * weight[target]
+ *   NegativeLogLikelihoodLossInternal: the same op for models of ai.onnx opset 12 and earlier (same functions)
  * l is exactly 0 for an ignored element (selected, never multiplied); reduction none returns l, sum its sum, mean
  * its sum over W, the sum of the weights of the elements not ignored (0/0 = NaN when none counts).
  *
@@ -248,4 +249,10 @@ OPC_DEFINE_OP(NegativeLogLikelihoodLossInternal2) = {
              OPC_DTYPES(DT_LOSS), OPC_ATTRS(NLL_ATTR),
              .notes = "input [N, C, d1..dk], target [N, d1..dk] each in [0, C) or ignore_index (checked; absent, none "
                       "ignored); sums in double, in element order"},
+    .prepare = prep_nll, .exec = exec_loss, .check = check_loss};
+
+OPC_DEFINE_OP(NegativeLogLikelihoodLossInternal) = {
+    .desc = {.name = "NegativeLogLikelihoodLossInternal", OPC_INPUTS(NLL_IN, LOSS_OPT), OPC_OUTPUTS(NLL_OUT),
+             OPC_DTYPES(DT_LOSS), OPC_ATTRS(NLL_ATTR),
+             .notes = "NegativeLogLikelihoodLossInternal2's kernel (the op ai.onnx opset 12 models carry)"},
     .prepare = prep_nll, .exec = exec_loss, .check = check_loss};

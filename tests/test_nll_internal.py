@@ -1,7 +1,9 @@
-"""NegativeLogLikelihoodLossInternal2 has no forward op to check it against: its reference is proven here against
+"""NegativeLogLikelihoodLossInternal2 (and NegativeLogLikelihoodLossInternal, its ai.onnx opset 12 twin with the same
+reference) has no forward op to check it against: its reference is proven here against
 onnx's own evaluator of ai.onnx NegativeLogLikelihoodLoss (opset 13) in float64, ignore_index passed as the attribute
 the ai.onnx op takes, on every valid case of the spec's nightly tier."""
 import numpy as np
+import pytest
 from conftest import cases_of
 
 from harness.core.tensors import make_tensors
@@ -9,9 +11,11 @@ from reference import _onnx
 from reference.ops.nll_internal import nll_loss_internal
 
 
-def test_reference_matches_onnx_negative_log_likelihood_loss(catalog):
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLossInternal2", "NegativeLogLikelihoodLossInternal"])
+def test_reference_matches_onnx_negative_log_likelihood_loss(catalog, op):
+    assert catalog.by_op(op).reference == "reference.ops.nll_internal:nll_loss_internal"
     checked = 0
-    for case in cases_of(catalog, "NegativeLogLikelihoodLossInternal2", "nightly"):
+    for case in cases_of(catalog, op, "nightly"):
         if not case.valid or not 0 < np.prod(case.params["shape"]) <= 1_000_000:
             continue
         inputs, _ = make_tensors(case)

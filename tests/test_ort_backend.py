@@ -24,6 +24,16 @@ def test_model_respects_ort_1_19_limits(catalog):
     assert [i.name for i in model.graph.input] == ["dY", "X"] and model.graph.node[0].domain == "com.microsoft"
 
 
+def test_model_imports_the_specs_onnx_opset(catalog):
+    """NegativeLogLikelihoodLossInternal runs as a function body written for ai.onnx 12: its spec's onnx_opset."""
+    spec = catalog.by_op("NegativeLogLikelihoodLossInternal")
+    assert spec.onnx_opset == 12
+    request = Request(spec, "float32", [np.zeros((2, 3), np.float32), np.zeros(2, np.int64), None, None],
+                      {"reduction": "mean"}, (True,))
+    model = onnx.load_from_string(build(request).model)
+    assert {o.domain: o.version for o in model.opset_import} == {"": 12, "com.microsoft": 1}
+
+
 def test_bfloat16_travels_through_casts(catalog):
     request = Request(catalog.by_op("ReluGrad"), "bfloat16",
                       [np.ones(3, ml_dtypes.bfloat16), np.ones(3, ml_dtypes.bfloat16)], {}, (True,))

@@ -1,6 +1,6 @@
 """One-node ONNX models for a request, in the form onnxruntime-training 1.19.2 accepts.
 
-IR version 10 and ai.onnx opset 17 at most (newer onnx writes IR 11+, which 1.19.2 refuses). Shapes
+IR version 10 and ai.onnx opset 17 at most (newer onnx writes IR 11+, which 1.19.2 refuses), or the spec's onnx_opset. Shapes
 are symbolic (one name per dimension), so one session serves every shape of a given rank. bfloat16 cannot cross ORT's Python boundary, so
 bfloat16 tensors enter and leave as float32 through Cast nodes inside the graph.
 """
@@ -16,7 +16,7 @@ from harness.core import dtypes
 from harness.spec.model import declared_shape_key
 
 IR_VERSION = 10
-OPSETS = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+OPSETS = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]  # a spec's onnx_opset replaces 17
 _AS_FLOAT32 = "__f32"
 
 
@@ -94,5 +94,6 @@ def build(request: Request, bfloat16_as_float32: bool = True) -> OneNodeModel:
         attributes[name] = _attribute_value(kind, value)
     op = helper.make_node(spec.op, node_inputs, node_outputs, domain=spec.domain, **attributes)
     graph = helper.make_graph([*casts_in, op, *casts_out], spec.op, graph_inputs, graph_outputs)
-    model = helper.make_model(graph, ir_version=IR_VERSION, opset_imports=OPSETS, producer_name="opconform")
+    opsets = OPSETS if spec.onnx_opset is None else [helper.make_opsetid("", spec.onnx_opset), *OPSETS[1:]]
+    model = helper.make_model(graph, ir_version=IR_VERSION, opset_imports=opsets, producer_name="opconform")
     return OneNodeModel(model.SerializeToString(), feeds, fetches, fetch_dtypes)

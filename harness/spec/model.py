@@ -426,6 +426,11 @@ class Spec(Section):
     """the op's domain, e.g. `domain: com.microsoft` ('' for ai.onnx)"""
     since_version: int = Field(1, ge=1)
     """the opset version of the op's schema, e.g. `since_version: 1`"""
+    onnx_opset: int | None = Field(None, ge=7, le=17, description="the ai.onnx opset the one-node model of the op "
+                                   "imports: a com.microsoft op ORT runs as a function body written for an older "
+                                   "opset runs only there (NegativeLogLikelihoodLossInternal: Unsqueeze with an axes "
+                                   "attribute, ai.onnx 12); default: 17, the newest onnxruntime-training 1.19.2 reads",
+                                   examples=[12])
     subject: Subject = Field("kernel", description="kernel: one op's node, run by every backend; training_graph: the "
                              "gradient ORT's builder writes for the forward op (named <ForwardOp>Gradient), run by "
                              "reference and ort-autograd (and plugins that declare it)", examples=["training_graph"])

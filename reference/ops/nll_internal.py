@@ -1,7 +1,8 @@
-"""NegativeLogLikelihoodLossInternal2 (com.microsoft): ai.onnx NegativeLogLikelihoodLoss with ignore_index an optional
-int64 scalar INPUT instead of an attribute (absent: no target is ignored). It is what ORT's
-SoftmaxCrossEntropyLossInternal function body calls (opset 13 and later; NegativeLogLikelihoodLossInternal is the same
-op for models of ai.onnx opset 12 and earlier).
+"""NegativeLogLikelihoodLossInternal2 and NegativeLogLikelihoodLossInternal (com.microsoft, one contract): ai.onnx
+NegativeLogLikelihoodLoss with ignore_index an optional int64 scalar INPUT instead of an attribute (absent: no target
+is ignored). Internal2 is what ORT's SoftmaxCrossEntropyLossInternal function body calls (opset 13 and later);
+NegativeLogLikelihoodLossInternal, what ORTModule writes for torch's nll_loss, is the same op whose function body is
+written for ai.onnx opset 12.
 
 input [N, C, d1..dk] (log-probabilities, class axis 1), target [N, d1..dk] in [0, C) or equal to ignore_index,
 optional weight [C]. With w_i = weight[target_i] (1 without weight), 0 for an ignored element:
@@ -68,6 +69,26 @@ def case_shapes(params) -> dict:
     """cases.shapes: `shape` is input's [N, C, d1..dk]; target [N, d1..dk], weight [C], ignore_index []."""
     x = tuple(params["shape"])
     return {"input": x, "target": (x[0], *x[2:]), "weight": (x[1],), "ignore_index": ()}
+
+
+def bench_bytes(shapes, attributes):
+    """Per element: the target read and the one input value it selects (a gather: the rest of the row is never
+    read); the loss is small unless reduction none (written, the size of the target)."""
+    m = int(np.prod(shapes["target"]))
+    out = m * 4 if attributes.get("reduction", "mean") == "none" else 0
+    return m * (8 + 4) + out
+
+
+def bench_torch(inputs, attributes):
+    """torch's nll_loss (ATen's nll_loss / nll_loss2d forward), ignore_index from the input."""
+    import torch
+
+    from reference._torch import tensors
+
+    x, target, weight, ignore = tensors(*inputs)
+    ii = -100 if ignore is None else int(ignore)
+    reduction = attributes.get("reduction", "mean")
+    return lambda: torch.nn.functional.nll_loss(x, target, weight, ignore_index=ii, reduction=reduction)
 
 
 def from_node(node):

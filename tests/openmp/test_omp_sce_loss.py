@@ -1,4 +1,5 @@
-"""SoftmaxCrossEntropyLossInternal and NegativeLogLikelihoodLossInternal2 of the C library (csrc/sce_loss.c): every
+"""SoftmaxCrossEntropyLossInternal and NegativeLogLikelihoodLossInternal2 of the C library (csrc/sce_loss.c), and
+NegativeLogLikelihoodLossInternal (NegativeLogLikelihoodLossInternal2's functions under its ai.onnx opset 12 name): every
 label checked before it is read through (without ignore_index, -1 is rejected: ORT's float32 kernel ignores it and its
 function body reads class C-1), the references' values, mean over nothing = NaN, malformed inputs and attributes
 rejected with their status, the same bits at 1-4 threads."""
@@ -114,3 +115,18 @@ def test_same_bits_at_any_thread_count(lib, rng, op, shape):
     for reduction in ("mean", "none"):
         outs = [lib.run(op, args, {"reduction": reduction}, threads=t) for t in (1, 2, 3, 4)]
         assert all(all(p.tobytes() == q.tobytes() for p, q in zip(o, outs[0])) for o in outs[1:])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_the_opset_12_name_runs_the_same_kernel(lib, rng, reduction):
+    x, clean, weight = _inputs(rng, (3, 6, 4))
+    label = clean.copy()
+    label.reshape(-1)[::5] = -100
+    ii = np.array(-100, np.int64)
+    for args in ([x, label, weight, ii], [x, label, None, ii], [x, clean]):
+        [a] = lib.run(NLL, args, {"reduction": reduction})
+        [b] = lib.run("NegativeLogLikelihoodLossInternal", args, {"reduction": reduction})
+        assert a.tobytes() == b.tobytes() and a.shape == b.shape
+    with pytest.raises(lib.KernelError) as e:
+        lib.run("NegativeLogLikelihoodLossInternal", [x, label])  # -100 with no ignore_index: outside [0, C)
+    assert e.value.status_name.startswith("OPC_ERR")
