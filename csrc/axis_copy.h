@@ -2,8 +2,9 @@
  * ConcatTraining (parts joined into one tensor): the same loop run in either direction. The tensor viewed as
  * [outer, total, inner] holds part k at [:, start_k : start_k + size_k, :]; for each of the rows o before the
  * axis, part k's piece is one memcpy of size_k * inner elements. Any element size (float16 to int64): exact
- * copies, no arithmetic. Work is split over the rows, each row's bytes written by one thread, so results are
- * bitwise the same at any thread count. */
+ * copies, no arithmetic. Row by row, the parts in order (the whole tensor one front-to-back stream). Work is
+ * split over the rows, each row's bytes written by one thread, so results are bitwise the same at any thread
+ * count. */
 #ifndef OPC_AXIS_COPY_H
 #define OPC_AXIS_COPY_H
 
@@ -25,14 +26,21 @@ typedef struct {
 static inline void opc_axis_copy_rows(const opc_axis_plan *p, char *whole, char *const parts[], bool to_parts,
                                       int64_t lo, int64_t hi) {
     size_t row = (size_t)(p->total * p->inner) * p->es;
+    size_t bytes[OPC_AXIS_PARTS], at[OPC_AXIS_PARTS];
     for (int32_t k = 0; k < p->parts; k++) {
-        if (!parts[k] || p->size[k] == 0) continue;
-        size_t bytes = (size_t)(p->size[k] * p->inner) * p->es, at = (size_t)(p->start[k] * p->inner) * p->es;
-        for (int64_t o = lo; o < hi; o++) {
+        bytes[k] = parts[k] ? (size_t)(p->size[k] * p->inner) * p->es : 0;
+        at[k] = (size_t)(p->start[k] * p->inner) * p->es;
+    }
+    /* row by row, the parts in order: the whole tensor is read (split) or written (concat) front to back, one
+     * stream, rather than once per part at a stride */
+    for (int64_t o = lo; o < hi; o++) {
+        char *w = whole + (size_t)o * row;
+        for (int32_t k = 0; k < p->parts; k++) {
+            if (bytes[k] == 0) continue;
             if (to_parts)
-                memcpy(parts[k] + (size_t)o * bytes, whole + (size_t)o * row + at, bytes);
+                memcpy(parts[k] + (size_t)o * bytes[k], w + at[k], bytes[k]);
             else
-                memcpy(whole + (size_t)o * row + at, parts[k] + (size_t)o * bytes, bytes);
+                memcpy(w + at[k], parts[k] + (size_t)o * bytes[k], bytes[k]);
         }
     }
 }

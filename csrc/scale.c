@@ -1,9 +1,12 @@
 /* Scale (com.microsoft): output = input * s, or input / s when scale_down is 1, s the one value of `scale`.
  * input float32 or float64 (float16 widened to float32 and rounded once); scale any of float16, float32,
  * float64, int32, int64, read exactly as a double. float32 is computed in double and rounded once (a true
- * division, not a multiplication by a rounded reciprocal); float64 in double. scale_down 1 with scale 0 is a
- * division by zero and rejected; scale 0 with scale_down 0 is valid. Elementwise: every element goes through
- * the same expression whatever the thread split, so results are bitwise the same at any thread count. */
+ * division, not a multiplication by a rounded reciprocal: at AVX2 and above the float32 loop multiplies by the
+ * double reciprocal and divides again the rare blocks where that could round differently, see div_f32); float64
+ * in double. scale_down 1 with scale 0 is a division by zero and rejected; scale 0 with scale_down 0 is valid.
+ * Elementwise: every element gets the same value whatever the thread split, so results are bitwise the same at
+ * any thread count. */
+#include <math.h>
 #include <omp.h>
 
 #include "half_blocks.h"
@@ -64,9 +67,42 @@ int32_t opc_check_scale(opc_call *c, const void *plan_v) {
 CLONES static void mul_f32(const float *restrict x, float *restrict y, int64_t n, double s) {
     for (int64_t i = 0; i < n; i++) y[i] = (float)((double)x[i] * s);
 }
-CLONES static void div_f32(const float *restrict x, float *restrict y, int64_t n, double s) {
+CLONES static void div_f32_exact(const float *restrict x, float *restrict y, int64_t n, double s) {
     for (int64_t i = 0; i < n; i++) y[i] = (float)((double)x[i] / s);
 }
+
+#if defined(__AVX2__) /* SSE2's 2-lane divide is as fast as the test below: the baseline build divides */
+/* float32 / s without a division per element, bitwise (float)((double)x / s): with r = 1 / s in double (s and
+ * r normal), q = x * r is within 3 double ulps of the double quotient d = x / s, so q * (1 - 2^-50) and
+ * q * (1 + 2^-50) bracket d; float rounding is monotonic, so where those two round to the same float, d does
+ * too. Where they do not (q within a few ulps of a float rounding boundary: about 1 element in 2^25 at random;
+ * or NaN), the block is divided again element by element. Each element gets the same value whatever the thread
+ * split. Float compares only: the test vectorises at every ISA level. */
+#define DIV_BLOCK 1024
+CLONES static void div_f32(const float *restrict x, float *restrict y, int64_t n, double s, double r) {
+    const double below = 1.0 - 0x1p-50, above = 1.0 + 0x1p-50;
+    for (int64_t i = 0; i < n; i += DIV_BLOCK) {
+        int64_t k = n - i < DIV_BLOCK ? n - i : DIV_BLOCK;
+        const float *xi = x + i;
+        float *yi = y + i;
+        int32_t redo = 0;
+        for (int64_t j = 0; j < k; j++) {
+            double q = (double)xi[j] * r;
+            float lo = (float)(q * below), hi = (float)(q * above);
+            redo |= lo != hi;
+            yi[j] = lo;
+        }
+        if (redo) div_f32_exact(xi, yi, k, s);
+    }
+}
+
+/* whether x * (1 / s) with the check of div_f32 reproduces x / s: s and its reciprocal normal and finite */
+static bool reciprocal_ok(double s) {
+    double a = fabs(s);
+    return isnormal(s) && a < 0x1p1021 && a > 0x1p-1021;
+}
+#endif
+
 CLONES static void mul_f64(const double *restrict x, double *restrict y, int64_t n, double s) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
 }
@@ -75,8 +111,14 @@ CLONES static void div_f64(const double *restrict x, double *restrict y, int64_t
 }
 
 static void f32_range(bool down, const float *x, float *y, int64_t n, double s) {
+#if defined(__AVX2__)
+    if (down && reciprocal_ok(s)) {
+        div_f32(x, y, n, s, 1.0 / s);
+        return;
+    }
+#endif
     if (down)
-        div_f32(x, y, n, s);
+        div_f32_exact(x, y, n, s);
     else
         mul_f32(x, y, n, s);
 }

@@ -185,6 +185,34 @@ def test_a_crashing_backend_is_a_problem_not_the_end(catalog, tmp_path, monkeypa
     assert json.loads(out.read_text())["problems"] == doc["problems"]
 
 
+def test_a_size_with_fewer_outputs_requests_only_those(catalog, monkeypatch):
+    """A bench size's `outputs` param reaches the backends (SplitTraining's node has one output per part: ORT
+    rejects a 2-part split built with four)."""
+    asked = []
+
+    class Recording:
+        name = "ort"
+
+        def availability(self):
+            return None
+
+        def time(self, request, budget):
+            asked.append(request.outputs)
+            return [0.001] * budget["min_reps"]
+
+        def environment(self):
+            return {}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(runner, "create", lambda name, threads: Recording())
+    doc = run_bench(catalog, BenchOptions(ops=["SplitTraining"], sizes=["small"], backends=["ort"], quick=True),
+                    log=lambda message: None)
+    assert not doc["problems"]
+    assert set(asked) == {(True, True, False, False)}
+
+
 def test_a_dtype_casts_the_float_inputs_and_scales_their_bytes(catalog):
     logs = []
     doc = run_bench(catalog, BenchOptions(ops=["GatherGrad", "LayerNormalizationGrad", "GRUGrad"], sizes=["small"],

@@ -331,7 +331,8 @@ def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, prob
         inputs = cast_inputs(spec, w.inputs(), dtype)
     except WorkloadError as e:
         raise BenchError(str(e)) from None
-    request = Request(spec, dtype, inputs, dict(w.attributes), (True,) * len(spec.outputs))
+    wanted = set(w.case.requested_outputs)  # a size's `outputs` param (SplitTraining's node has as many as parts)
+    request = Request(spec, dtype, inputs, dict(w.attributes), tuple(o.name in wanted for o in spec.outputs))
     nbytes = w.bytes_at(np.dtype(dtypes.NUMPY[dtype]).itemsize)
     row: dict[str, Any] = {"op": w.op, "size": w.size, "dtype": dtype, "shape": w.shape, "bytes": nbytes, "flops": w.flops,
            "median_s": {}, "spread": {}, "rounds_differ": {}, "gbs": {}, "gflops": {}}

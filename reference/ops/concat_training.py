@@ -79,6 +79,17 @@ def bench_bytes(shapes, attributes):
     return 8 * sum(int(np.prod(shapes[n], dtype=np.int64)) for n in NAMES if shapes.get(n) is not None)
 
 
+def bench_torch(inputs, attributes):
+    """torch.cat of the present inputs along the axis."""
+    import torch
+
+    from reference._torch import tensors
+
+    xs = [t for t in tensors(*inputs[:len(NAMES)]) if t is not None]
+    axis = int(attributes["axis"])
+    return lambda: torch.cat(xs, dim=axis)
+
+
 def from_node(node):
     """the inputs' shared shape (input0's) and each present input's size along the axis (1 to 4 inputs, the
     present ones first)."""

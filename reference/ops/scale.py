@@ -57,6 +57,17 @@ def bench_bytes(shapes, attributes):
     return 8 * int(np.prod(shapes["input"], dtype=np.int64))
 
 
+def bench_torch(inputs, attributes):
+    """torch's x / n (ReduceMean's and GlobalAveragePool's backward divide by the count), or x * s."""
+    from reference._torch import tensors
+
+    (x,) = tensors(inputs[0])
+    s = np.asarray(inputs[1]).reshape(-1)[0].item()
+    if int(attributes.get("scale_down", 0)) == 1:
+        return lambda: x / s
+    return lambda: x * s
+
+
 def from_node(node):
     """input's shape, and scale's when it is not a scalar (the builder writes a scalar)."""
     params = {"shape": list(node.shape("input"))}

@@ -78,6 +78,18 @@ def bench_bytes(shapes, attributes):
     return 8 * int(np.prod(shapes["input"], dtype=np.int64))
 
 
+def bench_torch(inputs, attributes):
+    """torch.split's views made contiguous: each part copied out, as SplitTraining writes them."""
+    import torch
+
+    from reference._torch import tensors
+
+    (x,) = tensors(inputs[0])
+    sizes = [int(v) for v in np.asarray(inputs[1]).reshape(-1)]
+    axis = int(attributes.get("axis", 0))
+    return lambda: [t.contiguous() for t in torch.split(x, sizes, dim=axis)]
+
+
 def from_node(node):
     """input's shape and the split sizes: the split input's values when the graph holds them as a constant, else
     (ConcatTraining's per_input_length, computed) the outputs' lengths along the axis, written into the group.

@@ -53,6 +53,24 @@ def test_any_one_element_shape_is_the_scale(lib, shape):
     np.testing.assert_array_equal(y, x / 2)
 
 
+@pytest.mark.parametrize("s", [3.0, 49.0, 768.0, 0.1, -12345.678, 1.0e30, 3.0e-38, 2.0 ** -1000])
+def test_float32_division_is_the_double_quotient_rounded_once(lib, rng, s):
+    """Bitwise float32(float64(x) / s) (csrc/scale.c's div_f32 multiplies by 1 / s and divides again where that
+    could round differently): any float32 bits (subnormals, inf, NaN), x near s times a float32 rounding
+    midpoint, results near and below float32's smallest normal."""
+    bits = rng.integers(0, 2 ** 32, 60000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    a = np.abs(rng.normal(0, 1, 60000).astype(np.float32)) * np.float32(2.0) ** rng.integers(-60, 60, 60000).astype(np.float32)
+    mid = (a.astype(np.float64) + np.nextafter(a, np.float32(np.inf)).astype(np.float64)) / 2
+    with np.errstate(all="ignore"):
+        near = (mid * s).astype(np.float32)
+        tiny = (np.float64(2.0 ** -126) * s * rng.uniform(0, 4, 20000)).astype(np.float32)
+        x = np.concatenate([bits, near, tiny, -near[:1000]])
+        want = (x.astype(np.float64) / s).astype(np.float32)
+    [y] = lib.run("Scale", [x, np.array(s)], {"scale_down": 1})
+    np.testing.assert_array_equal(y.view(np.uint32)[~np.isnan(want)], want.view(np.uint32)[~np.isnan(want)])
+    assert np.isnan(y[np.isnan(want)]).all()
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_thread_counts_give_the_same_bits(lib, rng, dtype):
     x = rng.normal(0, 1, 200003).astype(DTYPES[dtype])
