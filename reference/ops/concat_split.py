@@ -332,19 +332,23 @@ def slice_from_node(node) -> dict:
     when the node omits them). starts and ends computed in the graph (GPT-2's mask slice with a dynamic sequence
     length), axes and steps constants or left out: the slice [0, len) of each axis with dY's length `len` (steps 1);
     the same shapes, though not the same offsets."""
-    x = list(node.shape("X"))
+    return {"x": list(node.shape("X")), "slicing": _node_slicing(node, len(node.shape("X")))}
 
+
+def _node_slicing(node, rank: int) -> list:
+    """[starts, ends, axes, steps] of a Slice or SliceGrad node: its constants (axes or steps null when left out),
+    or, with starts and ends computed in the graph, the slice [0, len) of each axis with dY's length (steps 1)."""
     def const(name):
-        return node.value(name) if node.shapes.get(name) is not None else None
+        return [int(v) for v in node.value(name)] if node.shapes.get(name) is not None else None
     if "starts" in node.values and "ends" in node.values:
-        return {"x": x, "slicing": [const("starts"), const("ends"), const("axes"), const("steps")]}
+        return [const("starts"), const("ends"), const("axes"), const("steps")]
     k = node.shape("starts")[0]
     axes, steps = const("axes"), const("steps")
     if steps is not None and any(s != 1 for s in steps):
         raise ValueError(f"starts and ends are not constants and steps {steps} are not all 1: no slice to state")
-    dims = [a % len(x) for a in (axes if axes is not None else range(k))]
+    dims = [a % rank for a in (axes if axes is not None else range(k))]
     y = node.shape("dY")
-    return {"x": x, "slicing": [[0] * k, [y[a] for a in dims], axes, steps]}
+    return [[0] * k, [y[a] for a in dims], axes, steps]
 
 
 # ==== SliceGrad (com.microsoft), the kernel the builder writes for Slice: slice_vjp above with X's shape given as
@@ -413,16 +417,5 @@ def slice_grad_from_node(node) -> dict:
         x = [int(d) for d in node.value("shape")]
     except KeyError:
         raise KeyError("SliceGrad's shape input is not a value of the graph: X's shape is unknown") from None
-
-    def const(name):
-        return [int(v) for v in node.value(name)] if node.shapes.get(name) is not None else None
     extra = {"Tind": "int32"} if node.dtypes.get("starts") == "int32" else {}
-    if "starts" in node.values and "ends" in node.values:
-        return {"x": x, "slicing": [const("starts"), const("ends"), const("axes"), const("steps")], **extra}
-    k = node.shape("starts")[0]
-    axes, steps = const("axes"), const("steps")
-    if steps is not None and any(s != 1 for s in steps):
-        raise ValueError(f"starts and ends are not constants and steps {steps} are not all 1: no slice to state")
-    dims = [a % len(x) for a in (axes if axes is not None else range(k))]
-    y = node.shape("dY")
-    return {"x": x, "slicing": [[0] * k, [y[a] for a in dims], axes, steps], **extra}
+    return {"x": x, "slicing": _node_slicing(node, len(x)), **extra}
