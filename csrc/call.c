@@ -287,3 +287,32 @@ int64_t opc_stream_bytes(void) {
 int64_t opc_set_stream_bytes(int64_t bytes) {
     return __atomic_exchange_n(&stream_override, bytes < 0 ? -1 : bytes, __ATOMIC_RELAXED);
 }
+
+int32_t opc_read_shape_input(opc_call *c, int32_t which, bool allow_int32, const char *of, int64_t *dims,
+                             int32_t *rank) {
+    const opc_tensor *t = c->in[which];
+    char a[200];
+    if (t->dtype != OPC_INT64 && !(allow_int32 && t->dtype == OPC_INT32))
+        return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "shape has dtype %s; %s needed", opc_dtype_name(t->dtype),
+                        allow_int32 ? "int64 or int32" : "int64");
+    if (t->rank != 1)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape must be 1-D (the forward input's dims), got shape %s",
+                        opc_shape_str(t, a, sizeof a));
+    int64_t r = t->shape[0];
+    if (r < 1 || r > OPC_MAX_RANK)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape holds %lld dims; the forward input needs 1 to %d",
+                        (long long)r, OPC_MAX_RANK);
+    if (!t->data) return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape has no data: its values are %s", of);
+    int64_t total = 1;
+    for (int64_t i = 0; i < r; i++) {
+        dims[i] = t->dtype == OPC_INT64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+        if (dims[i] < 0)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape holds a negative dim (%lld at position %lld)",
+                            (long long)dims[i], (long long)i);
+        if (!opc_mul_ok(total, dims[i], &total) || total > OPC_MAX_ELEMS)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape %s has too many elements",
+                            opc_dims_str(dims, (int32_t)r, a, sizeof a));
+    }
+    *rank = (int32_t)r;
+    return OPC_OK;
+}

@@ -95,6 +95,11 @@ bool opc_same_shape(const opc_tensor *a, const opc_tensor *b);
 /* "[2, 3, 4]" into buf */
 const char *opc_shape_str(const opc_tensor *t, char *buf, size_t len);
 const char *opc_dims_str(const int64_t *dims, int32_t rank, char *buf, size_t len);
+/* Reads input `which`, a 1-D int64 (or, with allow_int32, int32) tensor of 1..OPC_MAX_RANK dims >= 0 whose product
+ * fits OPC_MAX_ELEMS, into dims and *rank: the `shape` input of GatherGrad, GatherNDGrad and SliceGrad. `of` names
+ * whose shape it is in the messages ("dX's shape"). */
+int32_t opc_read_shape_input(opc_call *c, int32_t which, bool allow_int32, const char *of, int64_t *dims,
+                             int32_t *rank);
 /* Requires input i present; message names it. */
 int32_t opc_require(opc_call *c, int32_t i);
 /* Checks every present input among idx[0..n) has dtype dt (names the first mismatch). */

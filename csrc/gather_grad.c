@@ -43,34 +43,6 @@ typedef struct {
 
 /* ---- shared validation ---------------------------------------------------------------------- */
 
-/* Reads the shape input (1-D int64/int32, values >= 0, product within limits) into dims. */
-static int32_t read_shape(opc_call *c, int32_t which, int64_t *dims, int32_t *rank) {
-    const opc_tensor *t = c->in[which];
-    char a[200];
-    if (t->dtype != OPC_INT64 && t->dtype != OPC_INT32)
-        return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "shape has dtype %s; int64 or int32 needed", opc_dtype_name(t->dtype));
-    if (t->rank != 1)
-        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape must be 1-D (the forward input's dims), got shape %s",
-                        opc_shape_str(t, a, sizeof a));
-    int64_t r = t->shape[0];
-    if (r < 1 || r > OPC_MAX_RANK)
-        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape holds %lld dims; the forward input needs 1 to %d",
-                        (long long)r, OPC_MAX_RANK);
-    if (!t->data) return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape has no data: its values are dX's shape");
-    int64_t total = 1;
-    for (int64_t i = 0; i < r; i++) {
-        dims[i] = t->dtype == OPC_INT64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
-        if (dims[i] < 0)
-            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape holds a negative dim (%lld at position %lld)",
-                            (long long)dims[i], (long long)i);
-        if (!opc_mul_ok(total, dims[i], &total) || total > OPC_MAX_ELEMS)
-            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape %s has too many elements",
-                            opc_dims_str(dims, (int32_t)r, a, sizeof a));
-    }
-    *rank = (int32_t)r;
-    return OPC_OK;
-}
-
 static int32_t read_axis(opc_call *c, int32_t rank, int32_t *axis) {
     int64_t v;
     int32_t s = opc_attr_int(c, "axis", 0, &v);
@@ -119,7 +91,7 @@ int32_t opc_prep_gather_grad(opc_call *c, void *plan_v, opc_shape *outs) {
     if ((s = check_types(c, dy, idx))) return s;
     int64_t dims[OPC_MAX_RANK];
     int32_t r = 0, axis = 0;
-    if ((s = read_shape(c, 0, dims, &r)) || (s = read_axis(c, r, &axis))) return s;
+    if ((s = opc_read_shape_input(c, 0, true, "dX's shape", dims, &r)) || (s = read_axis(c, r, &axis))) return s;
     /* dY must be Gather's output: dims[:axis] + indices.shape + dims[axis+1:] */
     bool ok = dy->rank == r - 1 + idx->rank;
     for (int32_t i = 0; ok && i < dy->rank; i++) {
@@ -315,7 +287,7 @@ int32_t opc_prep_gather_elements_grad(opc_call *c, void *plan_v, opc_shape *outs
     if ((s = check_types(c, dy, idx))) return s;
     int64_t dims[OPC_MAX_RANK];
     int32_t r = 0, axis = 0;
-    if ((s = read_shape(c, 1, dims, &r)) || (s = read_axis(c, r, &axis))) return s;
+    if ((s = opc_read_shape_input(c, 1, true, "dX's shape", dims, &r)) || (s = read_axis(c, r, &axis))) return s;
     char a[200], b[200];
     if (idx->rank != r)
         return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "indices has rank %d; the forward input (shape %s) has rank %d",

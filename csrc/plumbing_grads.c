@@ -43,34 +43,6 @@ static inline void pg_store(void *p, int32_t dt, int64_t i, double v) {
     }
 }
 
-/* Reads a 1-D int64 `shape` input (values >= 0, product within limits) into dims. */
-static int32_t pg_read_shape(opc_call *c, int32_t which, int64_t *dims, int32_t *rank) {
-    const opc_tensor *t = c->in[which];
-    char a[200];
-    if (t->dtype != OPC_INT64)
-        return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "shape has dtype %s; int64 needed", opc_dtype_name(t->dtype));
-    if (t->rank != 1)
-        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape must be 1-D (the forward input's dims), got shape %s",
-                        opc_shape_str(t, a, sizeof a));
-    int64_t r = t->shape[0];
-    if (r < 1 || r > OPC_MAX_RANK)
-        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape holds %lld dims; the forward input needs 1 to %d",
-                        (long long)r, OPC_MAX_RANK);
-    if (!t->data) return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape has no data: its values are the output's shape");
-    int64_t total = 1;
-    for (int64_t i = 0; i < r; i++) {
-        dims[i] = ((const int64_t *)t->data)[i];
-        if (dims[i] < 0)
-            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape holds a negative dim (%lld at position %lld)",
-                            (long long)dims[i], (long long)i);
-        if (!opc_mul_ok(total, dims[i], &total) || total > OPC_MAX_ELEMS)
-            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "shape %s has too many elements",
-                            opc_dims_str(dims, (int32_t)r, a, sizeof a));
-    }
-    *rank = (int32_t)r;
-    return OPC_OK;
-}
-
 /* ==== the shared reduction: out[kept] = sum over the reduced axes of in (contiguous), in double ==== */
 
 typedef struct {
@@ -514,7 +486,7 @@ int32_t opc_prep_slice_grad(opc_call *c, void *plan_v, opc_shape *outs) {
     const opc_tensor *dy = c->in[0], *st = c->in[2];
     if ((s = opc_check_supported_dtype(c, dy->dtype))) return s;
     int32_t r = 0;
-    if ((s = pg_read_shape(c, 1, p->dims, &r))) return s;
+    if ((s = opc_read_shape_input(c, 1, false, "the output's shape", p->dims, &r))) return s;
     char a[200], b[200];
     const int32_t dt = st->dtype;
     if (dt != OPC_INT64 && dt != OPC_INT32)
@@ -635,7 +607,7 @@ int32_t opc_prep_gather_nd_grad(opc_call *c, void *plan_v, opc_shape *outs) {
     if (idx->dtype != OPC_INT64)
         return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "indices has dtype %s; int64 needed", opc_dtype_name(idx->dtype));
     int32_t r = 0;
-    if ((s = pg_read_shape(c, 0, p->dims, &r))) return s;
+    if ((s = opc_read_shape_input(c, 0, false, "the output's shape", p->dims, &r))) return s;
     int64_t bd;
     if ((s = opc_attr_int(c, "batch_dims", 0, &bd))) return s;
     const int32_t q = idx->rank;
