@@ -172,7 +172,7 @@ def _reruns(prepared: Prepared, backend: Backend, result: Result) -> int:
     if result.status != Status.PASS or not result.divergence or result.divergence_reproduced:
         return 0
     return max((d.intermittent.reruns for d in intermittent_divergences(prepared.case, backend.name, backend.divergences_from)
-                if d.id == result.divergence), default=0)
+                if d.id == result.divergence and d.intermittent is not None), default=0)
 
 
 def _judge_once(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_failures: bool,

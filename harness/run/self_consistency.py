@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -63,21 +64,21 @@ def follow_ups(prepared: Prepared, backend: Backend, first: Result, tolerance: T
     return results
 
 
-def output_subset(prepared: Prepared, backend: Backend, exempt: set[str] = frozenset()) -> Result:
+def output_subset(prepared: Prepared, backend: Backend, exempt: AbstractSet[str] = frozenset()) -> Result:
     subset = request_for(prepared, backend.threads)
     full = dataclasses.replace(subset, outputs=(True,) * len(subset.outputs))
     return _same_bits(prepared, backend, OUTPUT_SUBSET, (subset, full), ("subset", "full"),
                       "differs from the same backend's full run", "bitwise equal to the same backend's full run", exempt)
 
 
-def thread_invariance(prepared: Prepared, backend: Backend, exempt: set[str] = frozenset()) -> Result:
+def thread_invariance(prepared: Prepared, backend: Backend, exempt: AbstractSet[str] = frozenset()) -> Result:
     one, two = (dataclasses.replace(request_for(prepared, n), force_split=True) for n in INVARIANCE_THREADS)
     return _same_bits(prepared, backend, THREAD_INVARIANCE, (one, two), ("1-thread", "2-thread"),
                       "2 threads differ from 1 thread", "bitwise equal at 1 and 2 threads", exempt)
 
 
 def _same_bits(prepared: Prepared, backend: Backend, check: str, requests, labels, differs: str,
-               equal: str, exempt: set[str] = frozenset()) -> Result:
+               equal: str, exempt: AbstractSet[str] = frozenset()) -> Result:
     """A check that two runs of one backend return bitwise the same outputs (those the first requests, but the
     `exempt` ones: declared intermittent on this backend)."""
     result = new_result(prepared, backend.name)
