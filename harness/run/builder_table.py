@@ -44,6 +44,7 @@ import yaml
 from harness.backends.base import Crashed, TimedOut
 from harness.backends.ort_autograd import short_message
 from harness.backends.worker import HandlerError, IsolatedWorker
+from harness.data import ort_training_ops
 from harness.spec import cache
 
 MAX_OPSET = 21  # the newest ai.onnx opset onnxruntime 1.19.2 supports
@@ -435,8 +436,6 @@ def _version_at(domain: str, op: str, opset: int) -> int:
     try:
         return onnx.defs.get_schema(op, opset, "").since_version
     except Exception:  # noqa: BLE001 - ORT's own default-domain op: its training op table's version, else 1
-        from harness.data import ort_training_ops
-
         entry = ort_training_ops().get(op)  # SparseSoftmaxCrossEntropy: 9; SimplifiedLayerNormalization: absent
         return entry["since_version"] if entry and entry.get("domain") == "" and entry["since_version"] <= opset else 1
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from harness.backends.worker import HandlerError
 from harness.data import ort_training_ops
 from harness.run import probe
 from harness.spec.model import Spec
+from harness.spec.vocabulary import FLOAT_DTYPES, IntDType
 
 RUNS = "runs"                     # a spec's valid case ran
 REGISTERED = "kernel registered"  # session created for a table-built model
@@ -212,15 +213,17 @@ def coverage_line(table_rows: list[Row]) -> str:
 
 
 # ONNX's named type lists (onnx/defs/schema.cc, OpSchema::all_tensor_types() etc.) as ORT's training schemas use
-# them; the op table keeps the name where a schema writes a list instead of types.
-_NUMERIC = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+# them; the op table keeps the name where a schema writes a list instead of types. The _ir4 lists add bfloat16.
+_IR3_FLOATS = [d for d in FLOAT_DTYPES if d != "bfloat16"]
+_REDUCTION = ["uint32", "uint64", *get_args(IntDType), *_IR3_FLOATS]
+_NUMERIC = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", *get_args(IntDType), *_IR3_FLOATS]
+_OTHER = ["string", "bool", "complex64", "complex128"]
 TYPE_GROUPS = {
     "all_numeric_types": _NUMERIC,
-    "all_tensor_types": _NUMERIC + ["string", "bool", "complex64", "complex128"],
-    "all_tensor_types_ir4": _NUMERIC + ["string", "bool", "complex64", "complex128", "bfloat16"],
-    "numeric_types_for_math_reduction": ["uint32", "uint64", "int32", "int64", "float16", "float32", "float64"],
-    "numeric_types_for_math_reduction_ir4": ["uint32", "uint64", "int32", "int64", "float16", "float32", "float64",
-                                             "bfloat16"],
+    "all_tensor_types": _NUMERIC + _OTHER,
+    "all_tensor_types_ir4": _NUMERIC + _OTHER + ["bfloat16"],
+    "numeric_types_for_math_reduction": _REDUCTION,
+    "numeric_types_for_math_reduction_ir4": _REDUCTION + ["bfloat16"],
 }
 
 
