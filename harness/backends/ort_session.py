@@ -77,12 +77,11 @@ def run(request: dict) -> list:
 # instead of whatever the allocator's memory happened to hold (zeros in one run, NaN in the next: FusedMatMul with
 # K = 0). Only on request (reruns of an intermittent divergence's cases): ORT checks bound outputs' shapes against
 # the model's declared ones, which a plain run does not, so it is no way to run every case.
-_POISON = {"f": lambda dtype: float("nan"), "i": lambda dtype: __import__("numpy").iinfo(dtype).min}
 
 
 def _poisoned_run(session, request: dict, plain: list) -> list:
     """Run again with every float or signed-integer output bound to a buffer of the first run's shape filled with
-    _POISON, and return that run's outputs: what the kernel does not write shows, the same way every run. Other
+    the poison above, and return that run's outputs: what the kernel does not write shows, the same way every run. Other
     outputs (bool, unset, non-array) are the first run's."""
     import numpy as np
 
@@ -91,8 +90,9 @@ def _poisoned_run(session, request: dict, plain: list) -> list:
         binding.bind_cpu_input(name, np.ascontiguousarray(value))
     buffers = []
     for name, value in zip(request["fetches"], plain):
-        if isinstance(value, np.ndarray) and value.dtype.kind in _POISON and value.dtype.itemsize in (2, 4, 8):
-            buffer = np.full(value.shape, _POISON[value.dtype.kind](value.dtype), value.dtype)
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fi" and value.dtype.itemsize in (2, 4, 8):
+            poison = np.nan if value.dtype.kind == "f" else np.iinfo(value.dtype).min
+            buffer = np.full(value.shape, poison, value.dtype)
             binding.bind_output(name, "cpu", 0, value.dtype, list(value.shape), buffer.ctypes.data)
         else:
             buffer = None

@@ -356,7 +356,8 @@ DivergenceResult = Literal["wrong_values", "crash", "hang", "accepts_invalid", "
 
 class Intermittent(Section):
     """A divergence that shows in some runs only (ORT leaves an output buffer unwritten, so it holds whatever the
-    memory held): a covered case that passes is rerun on the same backend up to `reruns` times; the first rerun
+    memory held): a covered case that passes is rerun on the same backend up to `reruns` times, each rerun asking
+    for its outputs in buffers filled with NaN beforehand (Request.poison_outputs); the first rerun
     that shows the divergence makes the case divergent (a failure it does not explain fails), and only a case that
     passes every run leaves the declaration unreproduced (stale when no covered case reproduced it). The outputs
     it names are not held bitwise repeatable on that backend (output_subset, thread_invariance); other backends
