@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.shapes import OMIT, OUTPUTS, declared_output_shapes
+from harness.core.shapes import OMIT, OUTPUTS, STEPS, declared_output_shapes
 from harness.spec.model import Group, InvalidGroup, Spec
 from harness.spec.vocabulary import TIERS
 
@@ -61,6 +61,11 @@ class Case:
         variable the case dtype does not bind); otherwise Spec.dtype_of."""
         chosen = self.params.get(inp.type)
         return chosen if chosen is not None and inp.type != self.spec.main_type else self.spec.dtype_of(inp, self.dtype)
+
+    @property
+    def steps(self) -> int:
+        """How many calls the case runs (a stateful spec's `steps` param; 1 otherwise)."""
+        return int(self.params.get(STEPS, 1))
 
     @property
     def requested_outputs(self) -> tuple[str, ...]:

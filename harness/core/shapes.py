@@ -15,8 +15,8 @@ from harness.spec.errors import exception_text
 from harness.spec.model import Forward, Group, InvalidGroup, Spec
 
 # Case parameters with a meaning of their own; the rest are attributes or hook parameters.
-SHAPE, OUTPUTS, OMIT = "shape", "outputs", "omit"
-BUILTIN_PARAMS = (SHAPE, OUTPUTS, OMIT)
+SHAPE, OUTPUTS, OMIT, STEPS = "shape", "outputs", "omit", "steps"
+BUILTIN_PARAMS = (SHAPE, OUTPUTS, OMIT, STEPS)
 DRAWN_ROLES = ("grad_output", "forward_input")
 DERIVED_ROLES = ("forward_output", "saved_activation")
 

@@ -17,7 +17,7 @@ from harness.core.bench_spec import bench_problems
 from harness.core.cases import expand, group_params
 from harness.core.contract import value_problem, value_problems
 from harness.core.reference_check import reference_problems
-from harness.core.shapes import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, input_shapes, resolve_attributes
+from harness.core.shapes import BUILTIN_PARAMS, OMIT, OUTPUTS, SHAPE, STEPS, input_shapes, resolve_attributes
 from harness.core.tensors import make_inputs
 from harness.spec.dotted import PROJECT_PACKAGE, DottedError, call_problem, resolve, resolve_hook
 from harness.spec.errors import exception_text
@@ -105,6 +105,7 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
 
     out += _check_training_graph(spec)
     out += _check_hooks(spec, packages)
+    out += _check_state(spec, in_names, out_names)
     out += _check_cases(spec, in_names, out_names, fwd_in)
     out = list(dict.fromkeys(out))  # one mistake in a group is one line, not one per parameter combination
     if not out:
@@ -219,6 +220,40 @@ def _check_hooks(spec: Spec, packages) -> list[tuple[str, str]]:
     return out
 
 
+def _steps_problem(spec: Spec, value, params: dict) -> str | None:
+    """What is wrong with a case's `steps` param (the calls of a stateful case), or None."""
+    if spec.state is None:
+        return "steps needs a `state:` section saying which outputs feed which inputs at the next call"
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        return f"steps must be a whole number of calls, 1 or more, got {value!r}"
+    unrequested = [o for o in spec.state.carry if params.get(OUTPUTS) and o not in params[OUTPUTS]]
+    if value > 1 and unrequested:
+        return f"{', '.join(unrequested)} feed the next call: request them (outputs) or run one step"
+    return None
+
+
+def _check_state(spec: Spec, in_names, out_names) -> list[tuple[str, str]]:
+    """The state section names real outputs and inputs, and a carried output has its input's type."""
+    if spec.state is None:
+        return []
+    out = []
+    for output, inp in spec.state.carry.items():
+        if output not in out_names:
+            out.append((f"state.carry.{output}", unknown_name("output", output, out_names)))
+        elif inp not in in_names:
+            out.append((f"state.carry.{output}", unknown_name("input", inp, in_names)))
+        elif spec.output(output).type != spec.input(inp).type:
+            out.append((f"state.carry.{output}", f"{output} is {spec.output(output).type} but {inp} is "
+                        f"{spec.input(inp).type}: a carried output must have its input's type"))
+    for field, names in (("advance", list(spec.state.advance)), ("redraw", spec.state.redraw)):
+        for name in names:
+            if name not in in_names:
+                out.append((f"state.{field}.{name}", unknown_name("input", name, in_names)))
+            elif name in spec.state.carry.values():
+                out.append((f"state.{field}.{name}", f"{name} is carried from an output; it cannot also be in state.{field}"))
+    return out
+
+
 def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str]]:
     out = []
     allowed_types = set(spec.type_constraints[spec.main_type].types) if spec.main_type in spec.type_constraints else set()
@@ -266,6 +301,8 @@ def _check_cases(spec: Spec, in_names, out_names, fwd_in) -> list[tuple[str, str
                     out.append((f"{where}.params.{key}", f"only optional inputs can be omitted, got {value}"))
                 elif key == OUTPUTS and any(n not in out_names for n in value):
                     out.append((f"{where}.params.{key}", f"unknown output in {value}; outputs are {', '.join(out_names)}"))
+                elif key == STEPS and (problem := _steps_problem(spec, value, params)):
+                    out.append((f"{where}.params.{key}", problem))
             if SHAPE not in params and not spec.cases.shapes and not any(i.shape_fn or i.shape is not None
                                                                           for i in spec.inputs):
                 out.append((f"{where}.params", "no `shape` param: add `shape: [[...], ...]` or a cases.shapes hook"))

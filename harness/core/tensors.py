@@ -132,6 +132,18 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
     return inputs, forward_args
 
 
+def redraw_input(case: Case, name: str, call: int, shape: tuple[int, ...], global_seed: int = 0) -> np.ndarray:
+    """Input `name` drawn afresh for call `call` (2, 3, ...) of a stateful case (state.redraw: each step's
+    gradients): the input's generator, a stream of its own per call, the case dtype the spec binds."""
+    spec = case.spec
+    gen = {**spec.cases.inputs, **case.group.inputs}.get(name, DEFAULT_GENERATOR)
+    dtype = case.input_dtype(spec.input(name))
+    if gen.kind != "float" or dtypes.NUMPY[dtype].kind in "biu":
+        raise CaseError(f"state.redraw: input '{name}' is {dtype} from a {gen.kind} generator; only float "
+                        "inputs are redrawn per call")
+    return _cast(draw(gen, shape, dtype, _rng(case.seed(global_seed), f"{name}@call{call}")), dtype)
+
+
 def forward_arguments(case: Case, inputs, draw_input) -> dict[str, np.ndarray | None]:
     """The forward op's inputs in float64: the op's own forward inputs, others drawn (Sigmoid's X)."""
     spec, forward = case.spec, forward_of(case)

@@ -30,7 +30,7 @@ from harness.core.dtypes import NUMPY
 from harness.core.evaluate import evaluate
 from harness.core.shapes import CaseError
 from harness.core.status import EXPLAINS, STATUSES, UNEXPECTED, Check, Failure, Problem, Status  # noqa: F401 (re-exported)
-from harness.core.tensors import forward_call_parts, make_tensors
+from harness.core.tensors import forward_call_parts, make_tensors, redraw_input
 from harness.core.tolerance import Tolerance, allowances
 from harness.run.diagnose import diagnose
 from harness.run.probe import capability
@@ -48,6 +48,17 @@ class Prepared:
     allowance: list[np.ndarray | None] | None = None  # extra per-element error allowed (reductions)
     allowance_notes: list[str] | None = None  # provenance of each allowance, for the verdict
     problem: str | None = None  # why the harness could not build the case
+    later: list[Call] = field(default_factory=list)  # a stateful case's calls 2..N (spec.state, `steps: N`)
+
+
+@dataclass
+class Call:
+    """One later call of a stateful case: the inputs no earlier output feeds (redrawn, advanced or unchanged, in the
+    case dtypes), and the float64 reference trajectory's outputs and allowances at that call."""
+    inputs: dict[str, np.ndarray | None]
+    expected: list[np.ndarray]
+    allowance: list[np.ndarray | None]
+    allowance_notes: list[str]
 
 
 @dataclass
@@ -98,9 +109,32 @@ def prepare(case: Case, global_seed: int = 0) -> Prepared:
             _check_output_shapes(prepared, prepared.expected)
             prepared.allowance, prepared.allowance_notes = allowances(
                 case.spec, prepared.inputs, case.attributes, case.dtype, prepared.expected)
+            prepared.later = _trajectory(prepared, global_seed)
     except Exception as e:  # noqa: BLE001 - a spec or reference bug must not end the run; it becomes an error result
         prepared.problem = f"{type(e).__name__}: {e}" if not isinstance(e, CaseError) else str(e)
     return prepared
+
+
+def _trajectory(prepared: Prepared, global_seed: int) -> list[Call]:
+    """Calls 2..N of a stateful case: the reference carries its own float64 outputs (the math's trajectory); the
+    other inputs are redrawn per call (state.redraw), advanced (state.advance) or kept."""
+    case, state = prepared.case, prepared.case.spec.state
+    if state is None or case.steps < 2:
+        return []
+    index = {o.name: k for k, o in enumerate(case.spec.outputs)}
+    kept, expected, calls = dict(prepared.inputs), prepared.expected or [], []
+    for call in range(2, case.steps + 1):
+        for name, by in state.advance.items():
+            if (value := kept.get(name)) is not None:
+                kept[name] = (value + by).astype(value.dtype)
+        for name in state.redraw:
+            if (value := kept.get(name)) is not None:
+                kept[name] = redraw_input(case, name, call, value.shape, global_seed)
+        carried = {inp: expected[index[out]] for out, inp in state.carry.items()}
+        expected = evaluate(case.spec, {**kept, **carried}, case.attributes)
+        allowance, notes = allowances(case.spec, {**kept, **carried}, case.attributes, case.dtype, expected)
+        calls.append(Call(dict(kept), expected, allowance, notes))
+    return calls
 
 
 def _check_output_shapes(prepared: Prepared, expected: list[np.ndarray]) -> None:
@@ -195,6 +229,8 @@ def _judge_once(prepared: Prepared, backend: Backend, tolerance: Tolerance, diag
         result.set(Status.ERROR, detail=prepared.problem)
         return result
     score(prepared, outcome, tolerance, result)
+    if prepared.later and result.status == Status.PASS and isinstance(outcome, Outputs):
+        prepared, outcome = _run_later_calls(prepared, backend, outcome, tolerance, result, poison_outputs)
     if diagnose_failures and result.failure in (Failure.WRONG_VALUES, Failure.WRONG_SHAPE) \
             and isinstance(outcome, Outputs):
         result.diagnosis = diagnose(prepared, outcome.values, tolerance)
@@ -204,6 +240,66 @@ def _judge_once(prepared: Prepared, backend: Backend, tolerance: Tolerance, diag
             result.detail += f" | diagnosis: {result.diagnosis['summary']}"
     apply_divergences(prepared, result, backend.divergences_from, backend.inherited_must_reproduce)
     return result
+
+
+def carried_allowance(tolerance: Tolerance, earlier: list[list[np.ndarray]], allowances_: list[list[np.ndarray | None]],
+                      index: int, shape: tuple[int, ...]) -> np.ndarray | float:
+    """What call k of a stateful case may err beyond its own one-call tolerance (spec.state.error_model): the
+    one-call tolerances of calls 1..k-1 summed element by element (atol + rtol * |expected| of each call, plus its
+    reduction allowance), since each call rounds once relative to its own values and carries the earlier errors on."""
+    extra: np.ndarray | float = tolerance.atol * len(earlier)
+    for expected, allowance in zip(earlier, allowances_):
+        value, more = expected[index], allowance[index]
+        if value.shape != shape:  # an output whose shape changes from call to call carries nothing elementwise
+            continue
+        extra = extra + tolerance.rtol * np.where(np.isfinite(value), np.abs(value), 0.0)
+        if more is not None:
+            extra = extra + np.where(np.isfinite(more), more, 0.0)
+    return extra
+
+
+def _run_later_calls(prepared: Prepared, backend: Backend, first: Outputs, tolerance: Tolerance, result: Result,
+                     poison_outputs: bool) -> tuple[Prepared, Outcome]:
+    """Calls 2..N of a stateful case on the backend, each fed the backend's own carried outputs of the call before,
+    each judged against the reference trajectory with the tolerances of the calls before added (carried_allowance).
+    The result becomes the first call that does not pass (its detail says which), or says every call passed;
+    returns that call's case and outcome (for the diagnosis)."""
+    case, state = prepared.case, prepared.case.spec.state
+    assert state is not None  # prepared.later is only filled for a stateful spec
+    index = {o.name: k for k, o in enumerate(case.spec.outputs)}
+    outcome: Outcome = first
+    earlier = [prepared.expected or []]
+    earlier_allowances: list[list[np.ndarray | None]] = [prepared.allowance or []]
+    note = f" + calls 1..k-1's (state: {len(prepared.later) + 1} calls)"
+    for call, later in enumerate(prepared.later, 2):
+        assert isinstance(outcome, Outputs)
+        inputs = {**later.inputs, **{inp: outcome.values[index[out]] for out, inp in state.carry.items()}}
+        request = replace(request_for(prepared, backend.threads, poison_outputs),
+                          inputs=[inputs.get(i.name) for i in case.spec.inputs], forward=None)
+        try:
+            outcome = backend.run(request)
+        except Exception as e:  # noqa: BLE001 - a backend adapter bug: report it, keep the run going
+            result.set(Status.ERROR, detail=f"call {call} of {case.steps}: backend raised {type(e).__name__}: {e}")
+            return prepared, outcome
+        allowance: list[np.ndarray | None] = [
+            np.broadcast_to((a if a is not None else 0.0) + carried_allowance(tolerance, earlier, earlier_allowances, k, e.shape),
+                            e.shape).astype(np.float64) for k, (e, a) in enumerate(zip(later.expected, later.allowance))]
+        at_call = replace(prepared, inputs=inputs, expected=later.expected, allowance=allowance,
+                          allowance_notes=[n + note for n in later.allowance_notes], later=[])
+        judged = new_result(at_call, backend.name)
+        score(at_call, outcome, tolerance, judged)
+        if judged.status != Status.PASS:
+            result.set(Status(judged.status), Failure(judged.failure) if judged.failure else None,
+                       f"call {call} of {case.steps} (calls 1-{call - 1} passed, each fed the call before's "
+                       f"{', '.join(state.carry)}): {judged.detail}")
+            result.outputs, result.nodes = judged.outputs, judged.nodes
+            return at_call, outcome
+        if call == case.steps:
+            result.outputs = judged.outputs
+            result.detail = f"all {case.steps} calls {judged.detail} (at call {call})"
+        earlier.append(later.expected)
+        earlier_allowances.append(later.allowance)
+    return prepared, outcome
 
 
 def _judged_by(prepared: Prepared, backend: Backend, outcome: Outcome) -> Prepared:

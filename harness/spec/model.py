@@ -419,6 +419,22 @@ class OwnSavedState(Section):
     cases: list[str] = Field(["*"], min_length=1, description="globs over the valid case ids it runs on")
 
 
+class State(Section):
+    """An op whose outputs feed its next call (an optimizer, an accumulator): a case with the param `steps: N` runs
+    N calls, feeding each call the carried outputs of the one before (the backend its own, the reference its
+    float64 ones), and judges every call against the float64 reference trajectory, call k within the one-call
+    tolerances of calls 1..k summed element by element (harness.run.engine.carried_allowance)."""
+    carry: dict[Identifier, Identifier] = Field(min_length=1, description="output -> the input it becomes at the "
+                                                "next call, e.g. {updated_weights: weights}")
+    advance: dict[Identifier, int] = Field({}, description="input -> added to it at each call (a step counter the "
+                                           "training loop increments), e.g. {step: 1}")
+    redraw: list[Identifier] = Field([], description="inputs drawn afresh for each call (each step's gradients), "
+                                     "from the input's generator with a stream of their own per call")
+    error_model: str = Field(min_length=20, description="why call k may err by the one-call tolerances of calls 1..k "
+                             "summed (each call rounds once relative to its own values and carries the earlier "
+                             "errors on, not amplified): say what keeps them from growing faster")
+
+
 class Spec(Section):
     schema_version: Literal[1]
     """the spec format's version; write 1, e.g. `schema_version: 1`"""
@@ -464,6 +480,8 @@ class Spec(Section):
     """the inputs to test: dtypes, generators, groups of params, invalid groups"""
     known_divergences: list[Divergence] = []
     """backends' documented departures from the spec, with evidence (see Divergence)"""
+    state: State | None = Field(None, description="for ops whose outputs feed their next call: what is carried, "
+                                "advanced and redrawn between calls of a case with `steps: N`")
     own_saved_state: OwnSavedState | None = Field(None, description="feed saved activations from the backend's own "
                                                   "forward-with-state op as a second check")
     alternative_semantics: list[Alternative] = Field([], description="wrong semantics a failure is diagnosed "
