@@ -3,7 +3,7 @@ InplaceClipGradNorm, com.microsoft) with one-node models (IR 10, opset 17 + com.
 print what they return next to the float64 references (reference/ops/adamw.py, sgd_v2.py, clip_grad_norm.py).
 
     python tools/probe_seq_optimizers.py            # every probe
-    python tools/probe_seq_optimizers.py adamw      # one family: adamw | sgd | clip | errors | dtypes
+    python tools/probe_seq_optimizers.py adamw      # one family: adamw | sgd | clip | errors | dtypes | trajectory
 """
 from __future__ import annotations
 
@@ -252,7 +252,34 @@ def probe_dtypes():
         print(f"  InplaceClipGradNorm seq({np.dtype(dt).name}): " + (err or f"ran, out dtype {out[0][0].dtype}"))
 
 
-PROBES = {"adamw": probe_adamw, "sgd": probe_sgd, "clip": probe_clip, "errors": probe_errors, "dtypes": probe_dtypes}
+def probe_trajectory():
+    print("== AdamW 10 steps fed back (step = completed + 1, as the training API feeds it), float32 ORT vs float64 ==")
+    rng = np.random.default_rng(5)
+    shapes = [(64, 32), (32,)]
+    w0 = [rng.normal(0, 1, s).astype(np.float32) for s in shapes]
+    grads = [[rng.normal(0, 1, s).astype(np.float32) for s in shapes] for _ in range(10)]
+    for mode, cb in ((0, 1), (1, 1), (1, 0)):
+        attrs = {"adam_mode": mode, "correct_bias": cb, "weight_decay": 0.01}
+        sess = session(adamw_model(attrs))
+        ow, om1, om2 = w0, [np.zeros_like(x) for x in w0], [np.zeros_like(x) for x in w0]
+        rw, r1, r2 = w0, om1, om2
+        for t, g in enumerate(grads, start=1):
+            flag, ow, om1, om2 = sess.run(None, _copy({"lr": np.array([1e-2], np.float32),
+                                                        "step": np.array([t], np.int64), "weights": ow,
+                                                        "gradients": g, "momentums_1": om1, "momentums_2": om2}))
+            _, rw, r1, r2 = adamw(np.array([np.float32(1e-2)]), np.array([t]), rw, g, r1, r2, adam_mode=mode,
+                                  correct_bias=cb, weight_decay=float(np.float32(0.01)),
+                                  alpha=float(np.float32(0.9)), beta=float(np.float32(0.999)),
+                                  epsilon=float(np.float32(1e-8)))
+        def scaled(a, b):  # max |a - b| / max |b|: the error against the list's scale
+            return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b)) / max(float(np.max(np.abs(y))) for y in b)
+        print(f"  adam_mode {mode} correct_bias {cb}: after 10 steps maxrel w={_maxrel(ow, rw):.2e}"
+              f" m1={_maxrel(om1, r1):.2e} m2={_maxrel(om2, r2):.2e}; max abs err / max |ref|:"
+              f" w={scaled(ow, rw):.2e} m1={scaled(om1, r1):.2e} m2={scaled(om2, r2):.2e}")
+
+
+PROBES = {"adamw": probe_adamw, "sgd": probe_sgd, "clip": probe_clip, "errors": probe_errors, "dtypes": probe_dtypes,
+          "trajectory": probe_trajectory}
 
 if __name__ == "__main__":
     print(f"onnxruntime {ort.__version__}, onnx {onnx.__version__}")
