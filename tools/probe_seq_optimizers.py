@@ -228,6 +228,24 @@ def probe_errors():
         out, err = _try(lambda: session(adamw_model({})),
                         dict(base, weights=ww, gradients=gg, momentums_1=a, momentums_2=b))
         print(f"  {what}: " + (err or f"no error, flag={out[0]!r}"))
+    full = dict(base, weights=w, gradients=g, momentums_1=m1, momentums_2=m2)
+    for what, feeds in [("lr of 2 values [0.01, 5]", dict(full, lr=np.array([1e-2, 5.0], np.float32))),
+                        ("step of 2 values [1, 7]", dict(full, step=np.array([1, 7], np.int64))),
+                        ("NaN in a gradient", dict(full, gradients=[np.full((3, 4), np.nan, np.float32), g[1]]))]:
+        m = adamw_model({})
+        m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"
+        m.graph.input[1].type.tensor_type.shape.dim[0].dim_param = "k"
+        m.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "k"
+        out, err = _try(lambda: session(m), feeds)
+        ref = adamw(feeds["lr"][:1], feeds["step"][:1], feeds["weights"], feeds["gradients"], m1, m2,
+                    weight_decay=float(np.float32(0.01)), alpha=float(np.float32(0.9)),
+                    beta=float(np.float32(0.999)), epsilon=float(np.float32(1e-8)))
+        print(f"  {what}: " + (err or f"no error, flag={out[0]!r}, maxrel vs the first value's update"
+                                      f" {_maxrel(out[1][1:], ref[1][1:]):.2e}, w[0] finite:"
+                                      f" {bool(np.isfinite(out[1][0]).all())}"))
+    mixed = dict(full, gradients=[x.astype(np.float64) for x in g])
+    out, err = _try(lambda: session(adamw_model({})), mixed)
+    print("  gradients float64, declared seq(float): " + (err or "no error"))
     for attrs in ({"adam_mode": 2}, {"correct_bias": 2}, {"adam_mode": 0, "correct_bias": 0}):
         out, err = _try(lambda: session(adamw_model(attrs)), dict(base, weights=w, gradients=g, momentums_1=m1,
                                                                      momentums_2=m2))
