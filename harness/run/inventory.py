@@ -38,7 +38,10 @@ NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "i
          "int64": np.int64, "bool": np.bool_, "uint32": np.uint32, "uint8": np.uint8}
 # Inputs whose [2, 3] placeholder the schema's shape inference refuses: BatchNormInternal's per-channel inputs are
 # [C], X's dim 1 ("Dimension mismatch in unification between 2 and 3" otherwise).
-PROBE_SHAPES = {"BatchNormInternal": {"scale": [3], "B": [3], "input_mean": [3], "input_var": [3]}}
+PROBE_SHAPES: dict[str, dict[str, list[int]]] = {"BatchNormInternal": {"scale": [3], "B": [3], "input_mean": [3], "input_var": [3]},
+                # the optimizers read one learning rate and one step (ORT reads element 0 of a longer one)
+                "AdamWOptimizer": {"lr": [], "step": []}, "SGDOptimizerV2": {"lr": []}}
+SEQUENCE_LENGTH = 2  # the tensors in a placeholder sequence input (the parameter list of an optimizer)
 ONNX_TYPE = {"float32": 1, "uint8": 2, "int32": 6, "int64": 7, "bool": 9, "float16": 10, "float64": 11, "uint32": 12}
 
 
@@ -154,7 +157,8 @@ def _spec_status(backend, spec) -> tuple[str, str]:
 def table_model(entry: dict, shaped: bool = True, all_outputs: bool = False,
                 integer: str = "int64") -> tuple[bytes, dict, list[str]]:
     """A one-node model of `entry` with its required inputs fed small tensors, declared [2, 3] (or
-    without a shape: `shaped` False); ValueError when the table's types cannot be fed (sequences).
+    without a shape: `shaped` False); a sequence input (seq(float32): an optimizer's parameter list) is fed a
+    list of SEQUENCE_LENGTH such tensors.
     A type variable allowing both int32 and int64 takes `integer` (ORT's CPU kernels mostly register
     int64 shape and index inputs: GatherGrad's shape has no int32 kernel)."""
     from onnx import helper
@@ -162,14 +166,12 @@ def table_model(entry: dict, shaped: bool = True, all_outputs: bool = False,
     constraints = entry["type_constraints"]
 
     def concrete(type_name: str) -> str:
-        options = constraints.get(type_name, [type_name])
-        if any(t.startswith("seq(") for t in options):
-            raise ValueError(f"{entry['op']} takes sequences (no one-node feed for them)")
+        options = [t[len("seq("):-1] if t.startswith("seq(") else t for t in constraints.get(type_name, [type_name])]
         if "float32" in options or not set(options) & set(NUMPY):
             return "float32"
         return integer if {"int32", "int64"} <= set(options) else options[0]
 
-    feeds: dict[str, np.ndarray] = {}
+    feeds: dict[str, np.ndarray | list[np.ndarray]] = {}
     graph_inputs, names = [], []
     for formal in entry["inputs"]:
         if formal.get("option") == "optional":
@@ -177,8 +179,13 @@ def table_model(entry: dict, shaped: bool = True, all_outputs: bool = False,
             continue
         dtype = concrete(formal["type"])
         shape = PROBE_SHAPES.get(entry["op"], {}).get(formal["name"], [2, 3])
-        feeds[formal["name"]] = np.ones(shape, dtype=NUMPY[dtype])
-        graph_inputs.append(helper.make_tensor_value_info(formal["name"], ONNX_TYPE[dtype], shape if shaped else None))
+        if any(t.startswith("seq(") for t in constraints.get(formal["type"], [])):
+            feeds[formal["name"]] = [np.ones(shape, dtype=NUMPY[dtype]) for _ in range(SEQUENCE_LENGTH)]
+            graph_inputs.append(helper.make_tensor_sequence_value_info(formal["name"], ONNX_TYPE[dtype],
+                                                                       shape if shaped else None))
+        else:
+            feeds[formal["name"]] = np.ones(shape, dtype=NUMPY[dtype])
+            graph_inputs.append(helper.make_tensor_value_info(formal["name"], ONNX_TYPE[dtype], shape if shaped else None))
         names.append(formal["name"])
     while names and names[-1] == "":
         names.pop()
