@@ -123,9 +123,8 @@ def bench_torch(inputs, attributes):
 
 
 def from_node(node):
-    """weights' shape; which optional inputs the node has (the others omitted) and the attributes."""
+    """weights' shape, and the optional inputs the node leaves out (omit)."""
     params = {"shape": list(node.shape("weights"))}
-    absent = [n for n in ("mixed_precision_weights", "loss_scale", "global_gradient_norm", "update_signal")
-              if not node.shapes.get(n) and n not in node.shapes]
-    params["omit"] = absent
+    params["omit"] = [n for n in ("mixed_precision_weights", "loss_scale", "global_gradient_norm", "update_signal")
+                      if node.shapes.get(n) is None]
     return params
