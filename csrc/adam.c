@@ -117,6 +117,11 @@ static uint16_t f64_to_f16(double x) {
     return opc_f32_to_f16(f);
 }
 
+/* One NaN for every NaN result: which operand's NaN an IEEE operation returns depends on the operand order, and
+ * the vectorised loops' scalar peel (set by the buffers' alignment) orders them otherwise; canonical NaNs keep the
+ * bits the same whatever the outputs asked for and the thread split. */
+static inline double canon(double x) { return x == x ? x : NAN; }
+
 /* one element: m1', m2', delta from w, g (already divided), m1, m2 */
 #define ADAM_STEP(K, wv, gv, m1v, m2v, M1N, M2N, DELTA)                                                          \
     do {                                                                                                        \
@@ -131,18 +136,70 @@ static uint16_t f64_to_f16(double x) {
         }                                                                                                       \
     } while (0)
 
-#define DEFINE_ADAM_LOOP(NAME, T)                                                                               \
-    CLONES static void NAME(const adam_k *restrict k, const T *restrict w, const T *restrict g,                 \
-                            const T *restrict m1, const T *restrict m2, T *restrict m1o, T *restrict m2o,       \
-                            T *restrict wo, T *restrict go, uint16_t *restrict mpo, int64_t n) {                \
+/* The tight loops (vectorised): scalars by value, every output written. mode 0 and mode 1 apart. */
+#define DEFINE_ADAM_TIGHT(NAME, T)                                                                              \
+    CLONES static void NAME##_m0(double alpha, double beta, double lam, double eps, double eta, double inv_d,    \
+                                 double a1, double rc2, const T *restrict w, const T *restrict g,               \
+                                 const T *restrict m1, const T *restrict m2, T *restrict m1o, T *restrict m2o,  \
+                                 T *restrict wo, T *restrict go, int64_t n) {                                   \
         for (int64_t i = 0; i < n; i++) {                                                                       \
-            double a, b, d, wv = (double)w[i];                                                                  \
-            ADAM_STEP(k, wv, (double)g[i], (double)m1[i], (double)m2[i], a, b, d);                              \
-            m1o[i] = (T)a;                                                                                      \
-            m2o[i] = (T)b;                                                                                      \
-            if (wo) wo[i] = (T)(wv + d);                                                                        \
-            if (go) go[i] = (T)d;                                                                               \
-            if (mpo) mpo[i] = f64_to_f16(wv + d);                                                               \
+            double wv = (double)w[i], gv = (double)g[i] * inv_d;                                                \
+            double a = alpha * (double)m1[i] + (1.0 - alpha) * gv;                                              \
+            double b = beta * (double)m2[i] + (1.0 - beta) * gv * gv;                                           \
+            double d = -eta * ((a * a1) / (sqrt(b * rc2) + eps) + lam * wv);                                    \
+            m1o[i] = (T)canon(a);                                                                               \
+            m2o[i] = (T)canon(b);                                                                               \
+            wo[i] = (T)canon(wv + d);                                                                           \
+            go[i] = (T)canon(d);                                                                                \
+        }                                                                                                       \
+    }                                                                                                           \
+    CLONES static void NAME##_m1(double alpha, double beta, double lam, double eps, double eta, double inv_d,    \
+                                 double ss, const T *restrict w, const T *restrict g, const T *restrict m1,     \
+                                 const T *restrict m2, T *restrict m1o, T *restrict m2o, T *restrict wo,        \
+                                 T *restrict go, int64_t n) {                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                                       \
+            double wv = (double)w[i], gv = (double)g[i] * inv_d;                                                \
+            double a = alpha * (double)m1[i] + (1.0 - alpha) * gv;                                              \
+            double b = beta * (double)m2[i] + (1.0 - beta) * gv * gv;                                           \
+            double u = ss * a / (sqrt(b) + eps);                                                                \
+            double d = -u - eta * lam * (wv - u);                                                               \
+            m1o[i] = (T)canon(a);                                                                               \
+            m2o[i] = (T)canon(b);                                                                               \
+            wo[i] = (T)canon(wv + d);                                                                           \
+            go[i] = (T)canon(d);                                                                                \
+        }                                                                                                       \
+    }
+
+/* The element loop: the tight loops in blocks (an unwanted new_weights / new_gradients goes to a scratch block);
+ * with the float16 copy wanted, one element at a time (ADAM_STEP: the same operations in the same order). */
+#define ADAM_BLOCK 512
+#define DEFINE_ADAM_LOOP(NAME, T)                                                                               \
+    DEFINE_ADAM_TIGHT(NAME, T)                                                                                  \
+    static void NAME(const adam_k *restrict k, const T *restrict w, const T *restrict g,                        \
+                     const T *restrict m1, const T *restrict m2, T *restrict m1o, T *restrict m2o,              \
+                     T *restrict wo, T *restrict go, uint16_t *restrict mpo, int64_t n) {                       \
+        if (mpo) {                                                                                              \
+            for (int64_t i = 0; i < n; i++) {                                                                   \
+                double a, b, d, wv = (double)w[i];                                                              \
+                ADAM_STEP(k, wv, (double)g[i], (double)m1[i], (double)m2[i], a, b, d);                          \
+                m1o[i] = (T)canon(a);                                                                           \
+                m2o[i] = (T)canon(b);                                                                           \
+                if (wo) wo[i] = (T)canon(wv + d);                                                               \
+                if (go) go[i] = (T)canon(d);                                                                    \
+                mpo[i] = f64_to_f16(canon(wv + d));                                                             \
+            }                                                                                                   \
+            return;                                                                                             \
+        }                                                                                                       \
+        T wbuf[ADAM_BLOCK], gbuf[ADAM_BLOCK];                                                                   \
+        for (int64_t i = 0; i < n; i += ADAM_BLOCK) {                                                           \
+            int64_t nb = n - i < ADAM_BLOCK ? n - i : ADAM_BLOCK;                                               \
+            T *wd = wo ? wo + i : wbuf, *gd = go ? go + i : gbuf;                                               \
+            if (k->mode == 0)                                                                                   \
+                NAME##_m0(k->alpha, k->beta, k->lambda, k->eps, k->eta, k->inv_d, k->a1, k->rc2, w + i, g + i,  \
+                          m1 + i, m2 + i, m1o + i, m2o + i, wd, gd, nb);                                        \
+            else                                                                                                \
+                NAME##_m1(k->alpha, k->beta, k->lambda, k->eps, k->eta, k->inv_d, k->ss, w + i, g + i, m1 + i,  \
+                          m2 + i, m1o + i, m2o + i, wd, gd, nb);                                                \
         }                                                                                                       \
     }
 DEFINE_ADAM_LOOP(adam_f32, float)

@@ -3,9 +3,14 @@
  * (delta = -eta * g, then w + delta) and rounded once to the weights' type: for float32 the product is exact in
  * double, for float64 the two roundings are the reference's. Elementwise, so every element gets the same value
  * whatever the thread split: the results are bitwise the same at any thread count. */
+#include <math.h>
 #include <omp.h>
 
 #include "call.h"
+
+/* one NaN for every NaN result (which operand's NaN w + d returns depends on the operand order, which the
+ * vectorised loop's scalar peel changes with the buffers' alignment): the same bits whatever the outputs and split */
+static inline double canon(double x) { return x == x ? x : NAN; }
 
 typedef struct {
     int32_t dtype;
@@ -37,18 +42,28 @@ int32_t opc_prep_sgd(opc_call *c, void *plan_v, opc_shape *outs) {
     return OPC_OK;
 }
 
-CLONES static void sgd_f32(const float *restrict w, const float *restrict g, float *restrict nw, float *restrict ng,
-                           int64_t n, double eta) {
+CLONES static void sgd_nw_f32(const float *restrict w, const float *restrict g, float *restrict nw, int64_t n,
+                              double eta) {
+    for (int64_t i = 0; i < n; i++) nw[i] = (float)canon((double)w[i] + -eta * (double)g[i]);
+}
+CLONES static void sgd_ng_f32(const float *restrict g, float *restrict ng, int64_t n, double eta) {
+    for (int64_t i = 0; i < n; i++) ng[i] = (float)canon(-eta * (double)g[i]);
+}
+/* both outputs: the two single-output loops over blocks that stay in L1 (one fused loop with two float stores
+ * from double vectorises poorly) */
+#define SGD_BLOCK 2048
+static void sgd_f32(const float *restrict w, const float *restrict g, float *restrict nw, float *restrict ng,
+                    int64_t n, double eta) {
     if (nw && ng)
-        for (int64_t i = 0; i < n; i++) {
-            double d = -eta * (double)g[i];
-            nw[i] = (float)((double)w[i] + d);
-            ng[i] = (float)d;
+        for (int64_t i = 0; i < n; i += SGD_BLOCK) {
+            int64_t k = n - i < SGD_BLOCK ? n - i : SGD_BLOCK;
+            sgd_nw_f32(w + i, g + i, nw + i, k, eta);
+            sgd_ng_f32(g + i, ng + i, k, eta);
         }
     else if (nw)
-        for (int64_t i = 0; i < n; i++) nw[i] = (float)((double)w[i] + -eta * (double)g[i]);
+        sgd_nw_f32(w, g, nw, n, eta);
     else
-        for (int64_t i = 0; i < n; i++) ng[i] = (float)(-eta * (double)g[i]);
+        sgd_ng_f32(g, ng, n, eta);
 }
 
 CLONES static void sgd_f64(const double *restrict w, const double *restrict g, double *restrict nw,
@@ -56,13 +71,13 @@ CLONES static void sgd_f64(const double *restrict w, const double *restrict g, d
     if (nw && ng)
         for (int64_t i = 0; i < n; i++) {
             double d = -eta * g[i];
-            nw[i] = w[i] + d;
-            ng[i] = d;
+            nw[i] = canon(w[i] + d);
+            ng[i] = canon(d);
         }
     else if (nw)
-        for (int64_t i = 0; i < n; i++) nw[i] = w[i] + -eta * g[i];
+        for (int64_t i = 0; i < n; i++) nw[i] = canon(w[i] + -eta * g[i]);
     else
-        for (int64_t i = 0; i < n; i++) ng[i] = -eta * g[i];
+        for (int64_t i = 0; i < n; i++) ng[i] = canon(-eta * g[i]);
 }
 
 static void sgd_range(const sgd_plan *p, const void *w, const void *g, void *nw, void *ng, double eta, int64_t lo,
