@@ -73,3 +73,23 @@ def test_malformed_inputs_are_rejected(lib, change, status, words):
     with pytest.raises(lib.KernelError) as e:
         lib.run("SGDOptimizer", ins)
     assert e.value.status_name == status and words in e.value.message, e.value.message
+
+
+@pytest.mark.parametrize("offset", [0, 1, 5])
+def test_large_tensors_stream_the_same_bits(lib, rng, offset):
+    """Past 2^20 elements the avx512 build writes both outputs with streaming stores after a scalar head: the same
+    bits as the formula, NaN canonical, whatever the buffers' alignment and thread count."""
+    n = (1 << 20) + 4099
+    w = rng.normal(0, 1, n + offset).astype(np.float32)[offset:]
+    g = rng.normal(0, 1, n + offset).astype(np.float32)[offset:]
+    w[::1001], g[::997] = -np.nan, np.nan
+    eta = np.array([0.01], np.float32)
+    d = -np.float64(eta[0]) * g.astype(np.float64)
+    want_w = (w.astype(np.float64) + d).astype(np.float32)
+    outs = [lib.run("SGDOptimizer", [eta, w, g], threads=t) for t in (1, 3)]
+    for nw, ng in outs:
+        np.testing.assert_array_equal(nw, want_w)
+        np.testing.assert_array_equal(ng, d.astype(np.float32))
+        assert nw.tobytes() == outs[0][0].tobytes() and ng.tobytes() == outs[0][1].tobytes()
+    single = lib.run("SGDOptimizer", [eta, w, g], want_outputs=[True, False])[0]
+    assert single.tobytes() == outs[0][0].tobytes()
