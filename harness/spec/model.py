@@ -467,6 +467,9 @@ class Spec(Section):
     """the op's inputs in schema order, e.g. `inputs: [{name: dY, type: T, role: grad_output, grad_of: Y}]`"""
     outputs: list[Output] = Field(min_length=1)
     """the op's outputs in schema order, e.g. `outputs: [{name: dX, type: T, shape_from: X, grad_of: X}]`"""
+    case_type: str | None = Field(None, description="the type variable the case dtype names where the default (the first "
+                                  "grad_output's, else the first input's) takes one type only: SGDOptimizer's ETA is "
+                                  "float32 whatever the weights' type", examples=["T"])
     attributes: dict[Identifier, Attribute] = {}
     """the op's attributes by name, e.g. `attributes: {axis: {type: int, default: -1, axis_of: X}}`"""
     reference: Dotted = Field(description="the NumPy reference, module.path:function")
@@ -502,7 +505,9 @@ class Spec(Section):
     @property
     def main_type(self) -> str:
         """The type variable the case dtype names: the first grad_output's (dY; GatherGrad's inputs start with
-        the int64 shape), else the first input's."""
+        the int64 shape), else the first input's; `case_type` when the spec names one."""
+        if self.case_type:
+            return self.case_type
         return next((i for i in self.inputs if i.role == "grad_output"), self.inputs[0]).type
 
     def declared_shapes(self) -> dict[str, str]:
