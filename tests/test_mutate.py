@@ -36,6 +36,19 @@ def test_a_bool_output_gets_one_element_flipped_and_no_float_mutants():
     assert mutate._structural("one NaN", v) is None and mutate._structural("one inf", v) is None
 
 
+def test_an_integer_output_gets_no_nan_or_inf_mutant():
+    """AdamOptimizer's step count new_T: writing NaN into an int64 raised and stopped `opconform mutate`."""
+    v = np.array([7], dtype=np.int64)
+    assert mutate._structural("one NaN", v) is None and mutate._structural("one inf", v) is None
+    flipped = mutate._structural("sign flipped", v)
+    assert flipped.dtype == np.int64 and flipped.tolist() == [-7]
+
+
+def test_a_spec_with_an_integer_output_is_mutated(catalog):
+    figures = mutate.mutate(catalog, ["AdamOptimizer"], tier="smoke")
+    assert any(g["op"] == "AdamOptimizer" for g in figures["groups"])
+
+
 def test_a_spec_with_a_bool_output_is_mutated(catalog):
     figures = mutate.mutate(catalog, ["FakeQuant"], tier="smoke")
     assert any(g["op"] == "FakeQuant" for g in figures["groups"]) and not mutate.weaknesses(figures)

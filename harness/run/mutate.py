@@ -104,6 +104,8 @@ def _structural(name: str, v: np.ndarray):
         flat[i] = not flat[i]
     elif name == "sign flipped":
         flat[i] = -flat[i]
+    elif name in ("one NaN", "one inf") and v.dtype.kind in "iu":  # an integer (a step count) holds neither
+        return None
     elif name == "one NaN":
         flat[i] = np.nan
     elif name == "one inf":
