@@ -9,6 +9,9 @@
  * round-to-odd so that it is rounded once. Elementwise: every element gets the same value whatever the thread
  * split, so results are bitwise the same at any thread count. Flags hold one bool (shape [] or [1]). */
 #include <omp.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "half_blocks.h"
 #include "call.h"
@@ -18,6 +21,7 @@ typedef struct {
     int64_t n;
     int32_t mode;   /* 0: add, 1: copy value, 2: copy buffer, 3: zero; resolved at exec from the flag */
     int32_t flag;   /* input index of the flag, -1: none */
+    bool stream;    /* output far larger than the caches: non-temporal stores */
     bool flag_default;
 } acc_plan;
 
@@ -83,6 +87,39 @@ CLONES static void add_f32(const float *restrict a, const float *restrict b, flo
 CLONES static void add_f64(const double *restrict a, const double *restrict b, double *restrict y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
+/* non-temporal stores for outputs far larger than the caches: the output line is not read first (a triad's
+ * traffic, as an in-place add_); the same IEEE adds, so the same bits */
+#if defined(__AVX512F__)
+#define ACC_VW 16
+#define ACC_STREAM_F32(d, a, b) _mm512_stream_ps(d, _mm512_add_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(b)))
+#define ACC_STREAM_F64(d, a, b) _mm512_stream_pd(d, _mm512_add_pd(_mm512_loadu_pd(a), _mm512_loadu_pd(b)))
+#elif defined(__AVX__)
+#define ACC_VW 8
+#define ACC_STREAM_F32(d, a, b) _mm256_stream_ps(d, _mm256_add_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b)))
+#define ACC_STREAM_F64(d, a, b) _mm256_stream_pd(d, _mm256_add_pd(_mm256_loadu_pd(a), _mm256_loadu_pd(b)))
+#elif defined(__SSE2__)
+#define ACC_VW 4
+#define ACC_STREAM_F32(d, a, b) _mm_stream_ps(d, _mm_add_ps(_mm_loadu_ps(a), _mm_loadu_ps(b)))
+#define ACC_STREAM_F64(d, a, b) _mm_stream_pd(d, _mm_add_pd(_mm_loadu_pd(a), _mm_loadu_pd(b)))
+#endif
+
+#ifdef ACC_VW
+static void add_f32_stream(const float *a, const float *b, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i < n && ((uintptr_t)(y + i) & (ACC_VW * 4 - 1)); i++) y[i] = a[i] + b[i];
+    for (; i + ACC_VW <= n; i += ACC_VW) ACC_STREAM_F32(y + i, a + i, b + i);
+    for (; i < n; i++) y[i] = a[i] + b[i];
+    _mm_sfence();
+}
+static void add_f64_stream(const double *a, const double *b, double *y, int64_t n) {
+    int64_t i = 0, w = ACC_VW / 2;
+    for (; i < n && ((uintptr_t)(y + i) & (ACC_VW * 4 - 1)); i++) y[i] = a[i] + b[i];
+    for (; i + w <= n; i += w) ACC_STREAM_F64(y + i, a + i, b + i);
+    for (; i < n; i++) y[i] = a[i] + b[i];
+    _mm_sfence();
+}
+#endif
+
 CLONES static void add_f32_block(const float *restrict a, const float *restrict b, float *restrict y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
@@ -108,6 +145,16 @@ static void run_range(const acc_plan *p, const void *buf, const void *val, void 
         if (y != v) memmove(y, v, (size_t)n * ts);
         return;
     }
+#ifdef ACC_VW
+    if (p->mode == 0 && p->t == p->g && p->stream && p->t == OPC_FLOAT) {
+        add_f32_stream((const float *)b, (const float *)v, (float *)y, n);
+        return;
+    }
+    if (p->mode == 0 && p->t == p->g && p->stream && p->t == OPC_DOUBLE) {
+        add_f64_stream((const double *)b, (const double *)v, (double *)y, n);
+        return;
+    }
+#endif
     if (p->mode == 0 && p->t == p->g && p->t == OPC_FLOAT) {
         add_f32((const float *)b, (const float *)v, (float *)y, n);
         return;
@@ -144,8 +191,13 @@ static void run_range(const acc_plan *p, const void *buf, const void *val, void 
     }
 }
 
-static void run_all(opc_call *c, const acc_plan *p, const void *buf, const void *val, void *out) {
-    if (p->n == 0) return;
+#define ACC_STREAM_BYTES ((int64_t)64 << 20)
+
+static void run_all(opc_call *c, const acc_plan *p_in, const void *buf, const void *val, void *out) {
+    if (p_in->n == 0) return;
+    acc_plan plan = *p_in;
+    const acc_plan *p = &plan;
+    plan.stream = p_in->n * (int64_t)opc_dtype_size(p_in->t) >= ACC_STREAM_BYTES;
     /* below ~64k elements per thread, thread start-up costs more than it saves */
     int64_t want = p->n / opc_grain(65536) + 1;
     int nt = (int)(want < c->threads ? want : c->threads);

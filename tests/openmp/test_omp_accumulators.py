@@ -150,3 +150,18 @@ def test_zero_gradient_malformed(lib, change, status, words):
     with pytest.raises(lib.KernelError) as e:
         lib.run("ZeroGradient", ins)
     assert e.value.status_name == status and words in e.value.message, e.value.message
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_outputs_past_the_caches_stream_with_the_same_bits(lib, rng, dtype):
+    """Outputs of 64 MiB and more take the non-temporal store path (csrc/accumulators.c): the same IEEE sums,
+    an unaligned output start and a tail, at 1 and 2 threads."""
+    n = (64 << 20) // np.dtype(dtype).itemsize + 7
+    b = rng.standard_normal(n, dtype=np.float32).astype(dtype)
+    v = rng.standard_normal(n, dtype=np.float32).astype(dtype)
+    want = b + v
+    out = np.empty(n + 1, dtype)[1:]  # not 64-byte aligned
+    for t in (1, 2):
+        lib.run("InPlaceAccumulatorV2", [b, v, None], out=[None, out], threads=t)
+        assert out.tobytes() == want.tobytes()
+        out[:] = 0
