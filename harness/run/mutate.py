@@ -103,6 +103,8 @@ def _structural(name: str, v: np.ndarray):
             return None
         flat[i] = not flat[i]
     elif name == "sign flipped":
+        if flat[i] == 0:  # the largest is a zero (an all-zero output): -0 equals it, no judge can tell them apart
+            return None
         flat[i] = -flat[i]
     elif name in ("one NaN", "one inf") and v.dtype.kind in "iu":  # an integer (a step count) holds neither
         return None
