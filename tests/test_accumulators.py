@@ -161,4 +161,4 @@ def test_validity_rules(shapes, problem):
 
 def test_the_ci_tier_stays_small(catalog):
     for op in ("InPlaceAccumulatorV2", "InPlaceAccumulator", "ZeroGradient"):
-        assert len(list(cases_of(catalog, op, "ci"))) <= 15, op
+        assert len(list(cases_of(catalog, op, "ci"))) <= 16, op  # 15 one-call cases and one 10-call accumulation

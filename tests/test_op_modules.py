@@ -25,6 +25,13 @@ SHARED = {
     "reference._torch": "numpy arrays as torch tensors, for every op's bench.torch peer",
     "reference._onnx": "onnx's reference evaluator run in float64: the forward of the training-graph specs' standard ops",
 }
+# Reference modules whose specs wait for a harness feature, each with the reason; an entry whose module a spec names
+# fails test_pending_modules_are_still_pending until it is removed.
+PENDING = {
+    "reference.ops.adamw": "AdamWOptimizer takes sequences (seq(float32)): its spec waits for sequence inputs (issue 37)",
+    "reference.ops.sgd_v2": "SGDOptimizerV2 takes sequences: its spec waits for sequence inputs (issue 37)",
+    "reference.ops.clip_grad_norm": "InplaceClipGradNorm takes sequences: its spec waits for sequence inputs (issue 37)",
+}
 DOTTED = re.compile(r"^([A-Za-z_][\w.]*):([A-Za-z_]\w*)$")  # harness.spec.model.Dotted
 # The spec fields that name a function: every field of the spec model typed Dotted (a new hook field counts
 # without an edit here). A module:function-looking string under another key (a generator's dim: "X:axis") is not one.
@@ -99,13 +106,19 @@ def test_the_reference_package_holds_only_module_pairs_and_shared_modules():
     stray = []
     for path in sorted(REFERENCE.rglob("*.py")):
         module = ".".join(path.relative_to(REPO).with_suffix("").parts)
-        if path.name == "__init__.py" or module in SHARED:
+        if path.name == "__init__.py" or module in SHARED or module in PENDING:
             continue
         if kind(module) is None:
             stray.append(f"{path.relative_to(REPO)}: not an op's module nor a shared module")
         elif module not in named:
             stray.append(f"{path.relative_to(REPO)}: no spec names a function in it")
     assert not stray, "\n".join(stray)
+
+
+def test_pending_modules_are_still_pending():
+    named = {m for path in SPEC_FILES for _, m in hooks(load(path))}
+    assert not set(PENDING) & named, "a spec names them now: remove them from PENDING"
+    assert all((REPO / (m.replace(".", "/") + ".py")).is_file() for m in PENDING)
 
 
 def test_the_walk_sees_every_kind_of_hook():

@@ -71,7 +71,8 @@ class OnnxBackendAdapter(WorkerBackend):
             return Unsupported(payload[0])
         if kind == "failed":
             return self._classify(*payload)
-        fetched = iter(a.astype(dtypes.NUMPY[d], copy=False) for a, d in zip(payload[0], model.fetch_dtypes))
+        fetched = iter(None if a is None else a.astype(dtypes.NUMPY[d], copy=False)  # None: a requested output left unset
+                       for a, d in zip(payload[0], model.fetch_dtypes))
         return Outputs([next(fetched) if wanted else None for wanted in request.outputs])
 
     def _classify(self, phase: str, cls: str, message: str) -> Rejected | Unsupported:
