@@ -84,14 +84,14 @@ def test_a_forward_model_without_torch_is_one_line(monkeypatch, tmp_path):
 
 
 def _relu_training_graph():
-    """A hand-written training graph: Relu forward, its ReluGrad under the builder's naming, and an accumulator."""
+    """A hand-written training graph: Relu forward, its ReluGrad under the builder's naming, and the builder's Sum of
+    two gradients (an op without a spec)."""
     nodes = [helper.make_node("Relu", ["x"], ["y"], name="/act/Relu"),
              helper.make_node("ReduceSum", ["y"], ["loss"], name="/loss", keepdims=0),
              helper.make_node("Identity", ["loss_grad"], ["y_grad"], name="/loss_Grad/Identity_0"),
              helper.make_node("ReluGrad", ["y_grad", "y"], ["x_grad"], name="/act/Relu_Grad/ReluGrad_0",
                               domain="com.microsoft"),
-             helper.make_node("InPlaceAccumulatorV2", ["buf", "x_grad", "reset"], ["acc"], name="GradientAccumulator1",
-                              domain="com.microsoft")]
+             helper.make_node("Sum", ["x_grad", "x_grad"], ["acc"], name="/x_Grad/Sum_0")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
                               [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])])
     return helper.make_model(graph)
@@ -100,23 +100,23 @@ def _relu_training_graph():
 def test_gradient_side_and_uncovered_rules():
     model = _relu_training_graph()
     assert [n.name for n in gradient_side(model)] == ["/loss_Grad/Identity_0", "/act/Relu_Grad/ReluGrad_0",
-                                                       "GradientAccumulator1"]
+                                                       "/x_Grad/Sum_0"]
     f32 = lambda *shape: Tensor("float32", shape, None)  # noqa: E731
     tensors = {"x": f32(4, 3), "y": f32(4, 3), "loss": f32(), "loss_grad": f32(), "y_grad": f32(4, 3),
-               "x_grad": f32(4, 3), "buf": f32(4, 3), "reset": Tensor("bool", (1,), None), "acc": Tensor("bool", (1,), None)}
+               "x_grad": f32(4, 3), "acc": f32(4, 3)}
     found = census(model, tensors, load_catalog().specs, {"batch": 4})
     relu = next(c for c in found.configurations if c.spec == "ReluGrad")
     assert relu.node.shapes == {"dY": (4, 3), "X": (4, 3)} and relu.nodes == ["/act/Relu_Grad/ReluGrad_0"]
     # the ReduceSum loss's gradient: ReduceSumGradient's training-graph spec, by the builder's node name
     assert any(c.spec.startswith("ReduceSumGradient") for c in found.configurations)
-    assert [(u.op, u.nodes) for u in found.uncovered] == [("InPlaceAccumulatorV2", ["GradientAccumulator1"])]
+    assert [(u.op, u.nodes) for u in found.uncovered] == [("Sum", ["/x_Grad/Sum_0"])]
 
 
 def test_an_unreduced_incoming_gradient_fails_the_configuration():
     model = _relu_training_graph()
     f32 = lambda *shape: Tensor("float32", shape, None)  # noqa: E731
     tensors = {"x": f32(4, 3), "y": f32(1, 3), "loss": f32(), "loss_grad": f32(), "y_grad": f32(4, 3),
-               "x_grad": f32(4, 3), "buf": f32(4, 3), "reset": Tensor("bool", (1,), None), "acc": Tensor("bool", (1,), None)}
+               "x_grad": f32(4, 3), "acc": f32(4, 3)}
     relu = next(c for c in census(model, tensors, load_catalog().specs, {}).configurations if c.spec == "ReluGrad")
     assert "of shape [4, 3], but y" in relu.mismatch and "[1, 3]" in relu.mismatch
 
