@@ -162,8 +162,9 @@ def test_the_limit_leaves_no_timer_or_handler_behind(hooks, monkeypatch):
 
 def test_a_hook_burning_cpu_on_a_bench_size_is_stopped(hooks, monkeypatch):
     """The bench sizes are cases of the spec too (harness.core.bench_spec): their shape hooks run under the
-    same CPU limit, so a hook that loops only on a bench size's params is one line, not a hung validate."""
-    monkeypatch.setattr(spec_checks, "HOOK_CPU_SECONDS", 0.3)
+    CPU limit (spec_checks.BENCH_CPU_SECONDS for all of a spec's sizes), so a hook that loops only on a bench size's
+    params is one line, not a hung validate."""
+    monkeypatch.setattr(spec_checks, "BENCH_CPU_SECONDS", 0.3)
     spec = one_case_spec("limit_hooks:burn_when_large")
     data = spec.model_dump(exclude_unset=True)
     data["bench"] = {"sizes": {"small": {"label": "n=1000", "params": {"n": 1000}}},

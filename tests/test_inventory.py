@@ -44,6 +44,10 @@ KNOWN_DIFFERENCES = {
     # The schema's optional last input `bias`, added to d_logits (what ORT's own fusions write), is not stated: no
     # input role expresses a tensor that is neither the forward op's nor an incoming gradient (the spec says so).
     "SoftmaxCrossEntropyLossInternalGrad": ["inputs: spec has 5, schema 6"],
+    # The schema types updated_flag T2 (int64, step's type); ORT's kernel writes a bool and its session refuses a
+    # model that declares int64 ("Type (tensor(int64)) of output arg (updated_flag) ... does not match expected type
+    # (tensor(bool))"): the spec states what runs.
+    "AdamWOptimizer": ["output 0 (updated_flag): dtypes ['bool'] not in the schema's ['int64']"],
 }
 
 

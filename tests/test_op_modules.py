@@ -27,11 +27,7 @@ SHARED = {
 }
 # Reference modules whose specs wait for a harness feature, each with the reason; an entry whose module a spec names
 # fails test_pending_modules_are_still_pending until it is removed.
-PENDING = {
-    "reference.ops.adamw": "AdamWOptimizer takes sequences (seq(float32)): its spec waits for sequence inputs (issue 37)",
-    "reference.ops.sgd_v2": "SGDOptimizerV2 takes sequences: its spec waits for sequence inputs (issue 37)",
-    "reference.ops.clip_grad_norm": "InplaceClipGradNorm takes sequences: its spec waits for sequence inputs (issue 37)",
-}
+PENDING: dict[str, str] = {}  # module -> why no spec names it yet (none since the sequence optimizers got theirs)
 DOTTED = re.compile(r"^([A-Za-z_][\w.]*):([A-Za-z_]\w*)$")  # harness.spec.model.Dotted
 # The spec fields that name a function: every field of the spec model typed Dotted (a new hook field counts
 # without an edit here). A module:function-looking string under another key (a generator's dim: "X:axis") is not one.

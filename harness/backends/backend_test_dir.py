@@ -17,7 +17,7 @@ from onnx import numpy_helper
 
 from harness.backends.base import Request
 from harness.backends.onnx_model import build
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 
 DATASET = "test_data_set_0"
 
@@ -59,8 +59,25 @@ def numpy_dtype(elem_type: int) -> np.dtype:
     return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
 
 
-def write_tensor(path: Path, array: np.ndarray, name: str) -> None:
+def write_tensor(path: Path, array: np.ndarray | list, name: str) -> None:
+    """A TensorProto file, or a SequenceProto of tensors for a sequence (a list, harness.core.sequences)."""
+    if sequences.is_seq(array):
+        proto = onnx.SequenceProto(name=name, elem_type=onnx.SequenceProto.TENSOR)
+        proto.tensor_values.extend(to_tensor_proto(t) for t in array)
+        path.write_bytes(proto.SerializeToString())
+        return
     path.write_bytes(to_tensor_proto(array, name).SerializeToString())
+
+
+def read_value(path: Path, sequence: bool) -> np.ndarray | list[np.ndarray]:
+    """A TensorProto file as an array, or a SequenceProto file as a list of arrays."""
+    if sequence:
+        proto = onnx.SequenceProto()
+        proto.ParseFromString(path.read_bytes())
+        return [from_tensor_proto(t) for t in proto.tensor_values]
+    tensor = onnx.TensorProto()
+    tensor.ParseFromString(path.read_bytes())
+    return from_tensor_proto(tensor)
 
 
 def write_case(request: Request, directory: Path) -> onnx.ModelProto:
@@ -84,7 +101,7 @@ def write_outputs(request: Request, model: onnx.ModelProto, directory: Path, val
     for k, graph_output in enumerate(model.graph.output):
         dtype = dtypes.NUMPY[spec.dtype_of(spec.output(graph_output.name), request.dtype)]
         with np.errstate(over="ignore"):  # a float64 reference beyond float16's range is inf there, as expected
-            expected = values[graph_output.name].astype(dtype)
+            expected = sequences.astype(values[graph_output.name], dtype)
         write_tensor(directory / DATASET / f"output_{k}.pb", expected, graph_output.name)
 
 
@@ -96,11 +113,10 @@ def read_outputs(request: Request, model: onnx.ModelProto, directory: Path) -> l
         path = directory / DATASET / f"output_{k}.pb"
         if not path.is_file():
             raise MalformedOutput(f"output_{k}.pb ({graph_output.name}) was not written")
-        tensor = onnx.TensorProto()
+        sequence = graph_output.type.HasField("sequence_type")
         try:
-            tensor.ParseFromString(path.read_bytes())
-            found[graph_output.name] = from_tensor_proto(tensor)
+            found[graph_output.name] = read_value(path, sequence)
         except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, or data that does not fit the dims
-            raise MalformedOutput(f"output_{k}.pb is not a TensorProto ({type(e).__name__}: "
+            raise MalformedOutput(f"output_{k}.pb is not a {'SequenceProto' if sequence else 'TensorProto'} ({type(e).__name__}: "
                                   f"{' '.join(str(e).split())[:200]})") from None
     return [found.get(out.name) if wanted else None for out, wanted in zip(request.spec.outputs, request.outputs)]

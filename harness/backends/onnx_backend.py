@@ -14,7 +14,7 @@ from harness.backends import onnx_model
 from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
 from harness.backends.ort import classify_error
 from harness.backends.worker import HandlerError, IsolatedWorker, WorkerBackend
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 
 PREFIX = "onnx-backend:"
 SYNTAX = re.compile(r"^onnx-backend:(?P<module>[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*)(@(?P<device>[A-Za-z0-9_:]+))?$")
@@ -71,7 +71,7 @@ class OnnxBackendAdapter(WorkerBackend):
             return Unsupported(payload[0])
         if kind == "failed":
             return self._classify(*payload)
-        fetched = iter(None if a is None else a.astype(dtypes.NUMPY[d], copy=False)  # None: a requested output left unset
+        fetched = iter(sequences.apply(a, lambda t, d=d: t.astype(dtypes.NUMPY[d], copy=False))  # None: left unset
                        for a, d in zip(payload[0], model.fetch_dtypes))
         return Outputs([next(fetched) if wanted else None for wanted in request.outputs])
 

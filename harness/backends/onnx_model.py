@@ -12,7 +12,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from harness.backends.base import Request
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 from harness.spec.model import declared_shape_key
 
 IR_VERSION = 10
@@ -23,7 +23,7 @@ _AS_FLOAT32 = "__f32"
 @dataclass(frozen=True)
 class OneNodeModel:
     model: bytes
-    feeds: dict[str, np.ndarray]
+    feeds: dict[str, np.ndarray | list[np.ndarray]]  # a list for a sequence input
     fetches: list[str]  # graph output names, in the order of the spec outputs requested
     fetch_dtypes: list[str]  # the dtype each fetched array must be cast back to
 
@@ -51,6 +51,12 @@ def build(request: Request, bfloat16_as_float32: bool = True) -> OneNodeModel:
             node_inputs.append("")
             continue
         node_inputs.append(inp.name)
+        if sequences.is_seq(value):  # a list feed (a copy: ORT's optimizers write list feeds in place)
+            element = sequences.dtype_of(value)
+            dtype = dtypes.name_of(element) if element is not None else spec.dtype_of(inp, request.dtype)
+            graph_inputs.append(helper.make_tensor_sequence_value_info(inp.name, dtypes.ONNX[dtype], None))
+            feeds[inp.name] = sequences.copy(value)
+            continue
         dtype = dtypes.name_of(value.dtype)
         if dtype == "bfloat16" and bfloat16_as_float32:
             graph_inputs.append(helper.make_tensor_value_info(inp.name + _AS_FLOAT32, TensorProto.FLOAT, _dims(inp.name, value)))
@@ -74,7 +80,10 @@ def build(request: Request, bfloat16_as_float32: bool = True) -> OneNodeModel:
         # the node's output type; without one, session creation dereferences a null shape): one session per shape.
         key = declared_shape_key(out.name)
         shape = request.attributes.get(key) if key in declared else None
-        if dtype == "bfloat16" and bfloat16_as_float32:
+        if spec.is_sequence(out):
+            graph_outputs.append(helper.make_tensor_sequence_value_info(out.name, dtypes.ONNX[dtype], None))
+            fetches.append(out.name)
+        elif dtype == "bfloat16" and bfloat16_as_float32:
             as_float32 = out.name + _AS_FLOAT32
             graph_outputs.append(helper.make_tensor_value_info(as_float32, TensorProto.FLOAT, shape))
             casts_out.append(helper.make_node("Cast", [out.name], [as_float32], to=TensorProto.FLOAT))

@@ -9,7 +9,7 @@ from harness.backends import onnx_model, ort_probe
 from harness.backends.base import Crashed, Outputs, Rejected, Request, Support, TimedOut, Unsupported
 from harness.backends.limits import BENCH_LIMIT, BENCH_TIMEOUT, INFO_LIMIT, INFO_TIMEOUT
 from harness.backends.worker import HandlerError, WorkerBackend
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 
 INSTALL_HINT = "pip install onnxruntime-training==1.19.2"
 CUDA = "CUDAExecutionProvider"
@@ -64,8 +64,8 @@ class OrtBackend(WorkerBackend):
         if isinstance(reply, (Crashed, TimedOut)):
             return reply
         # an output ORT leaves unwritten comes back None (ConcatTraining's per_input_length for an empty result)
-        fetched = iter(None if a is None else a.astype(dtypes.NUMPY[d], copy=False)
-                       for a, d in zip(reply, model.fetch_dtypes))
+        fetched = iter(sequences.apply(a, lambda t, d=d: t.astype(dtypes.NUMPY[d], copy=False))
+                       for a, d in zip(reply, model.fetch_dtypes))  # a sequence output: a list of arrays
         return Outputs([next(fetched) if wanted else None for wanted in request.outputs])
 
     def time(self, request: Request, budget: dict):

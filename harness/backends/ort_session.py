@@ -65,7 +65,9 @@ def run(request: dict) -> list:
     session = _cached_session(request)
     try:
         plain = session.run(request["fetches"], request["feeds"])
-        if not request.get("poison") or request["provider"] != "CPUExecutionProvider":
+        # ORT's optimizers write list feeds in place: a second run would start from the first one's results
+        sequence_fed = any(isinstance(v, list) for v in request["feeds"].values())
+        if not request.get("poison") or request["provider"] != "CPUExecutionProvider" or sequence_fed:
             return plain
         return _poisoned_run(session, request, plain)
     except Exception as e:  # noqa: BLE001 - any ORT error is the op's result, sent back as OrtError

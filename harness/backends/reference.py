@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.backends.base import Backend, Outputs, Rejected, Request, Support
-from harness.core import contract, dtypes
+from harness.core import contract, dtypes, sequences
 from harness.core.evaluate import evaluate
 
 
@@ -29,7 +29,7 @@ class ReferenceBackend(Backend):
         values = evaluate(request.spec, inputs, request.attributes)
         with np.errstate(over="ignore"):  # beyond the dtype's range rounds to +/-inf, as it should
             return Outputs([
-                v.astype(dtypes.NUMPY[request.spec.dtype_of(out, request.dtype)]) if wanted else None
+                sequences.astype(v, dtypes.NUMPY[request.spec.dtype_of(out, request.dtype)]) if wanted else None
                 for out, v, wanted in zip(request.spec.outputs, values, request.outputs)])
 
     def probe(self, request: Request) -> Support:

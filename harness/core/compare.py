@@ -6,6 +6,7 @@ numbers: NaN where the reference has NaN and only there, infinities of the same 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -49,8 +50,19 @@ def json_number(x: float):
     return x if np.isfinite(x) else str(x)
 
 
-def _at(mask: np.ndarray) -> str:
-    return str([int(i) for i in np.unravel_index(int(np.flatnonzero(mask)[0]), mask.shape)])
+def _index(flat: int, shape: tuple, layout: tuple | None) -> list[int]:
+    """An element's index: in the array, or [k, i, ...] in tensor k of a sequence judged joined (layout: the
+    shapes of its tensors, harness.core.sequences)."""
+    if layout is not None:
+        for k, element in enumerate(layout):
+            if flat < math.prod(element):
+                return [k, *(int(i) for i in np.unravel_index(flat, element))]
+            flat -= math.prod(element)
+    return [int(i) for i in np.unravel_index(flat, shape)]
+
+
+def _at(mask: np.ndarray, layout: tuple | None = None) -> str:
+    return str(_index(int(np.flatnonzero(mask)[0]), mask.shape, layout))
 
 
 def judged_expected(r: np.ndarray, dtype: str) -> np.ndarray:
@@ -63,7 +75,8 @@ def judged_expected(r: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance,
-            allowance: np.ndarray | None = None) -> Comparison:
+            allowance: np.ndarray | None = None, layout: tuple | None = None) -> Comparison:
+    """layout: for a sequence judged as its tensors joined, their shapes: indices then read [tensor, i, ...]."""
     if actual.shape != expected.shape:
         return Comparison(False, int(expected.size), int(expected.size), problems=[
             f"shape {list(actual.shape)}, expected {list(expected.shape)}"], kinds=[Problem.SHAPE.value], tolerance=tol)
@@ -83,7 +96,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance
                              (extra_nan, Problem.EXTRA_NAN, "NaN returned where a number was expected"),
                              (wrong_inf, Problem.WRONG_INF, "infinity expected but a different value returned")):
         if mask.any():
-            result.fail(kind, f"{what} at {int(mask.sum())} element(s), first at {_at(mask)}")
+            result.fail(kind, f"{what} at {int(mask.sum())} element(s), first at {_at(mask, layout)}")
 
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.where(finite_r & ~nan_a, np.abs(a - r), 0.0)  # inf when a is +/-inf
@@ -98,8 +111,8 @@ def compare(actual: np.ndarray, expected: np.ndarray, dtype: str, tol: Tolerance
     result.budget_used = float(budget.max())
     over = budget > 1.0
     result.mismatches = int((over | missing_nan | extra_nan | wrong_inf).sum())
-    worst = np.unravel_index(int(np.argmax(budget)), r.shape)
-    result.worst = {"index": [int(i) for i in worst], "actual": float(a[worst]), "expected": float(r[worst])}
+    worst = int(np.argmax(budget))
+    result.worst = {"index": _index(worst, r.shape, layout), "actual": float(a.flat[worst]), "expected": float(r.flat[worst])}
     if over.any():
         result.fail(
             Problem.OUT_OF_TOLERANCE, f"{int(over.sum())} of {r.size} element(s) outside tolerance: max abs err {result.max_abs:.3g}, "

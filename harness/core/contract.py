@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 from harness.core.shapes import resolve_attributes
 from harness.spec.dotted import resolve
 from harness.spec.model import Attribute, Spec
@@ -20,7 +20,7 @@ def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
     """Every way these inputs and written attributes break the spec's contract (empty when valid); values=False:
     shapes, dtypes and attributes only (the values are placeholders, as for a graph's node configuration)."""
     problems = attribute_problems(spec, inputs, written)
-    shapes = {name: (None if v is None else tuple(v.shape)) for name, v in inputs.items()}
+    shapes = {name: (None if v is None else sequences.shape_of(v)) for name, v in inputs.items()}
     bound: dict[str, str] = {}
     for inp in spec.inputs:
         value = inputs.get(inp.name)
@@ -28,20 +28,31 @@ def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
             if not inp.optional:
                 problems.append(f"input {inp.name} is required")
             continue
-        dtype = dtypes.name_of(value.dtype)
+        if spec.is_sequence(inp) != sequences.is_seq(value):
+            must = "a sequence of tensors" if spec.is_sequence(inp) else "a tensor, not a sequence"
+            problems.append(f"input {inp.name} must be {must}")
+            continue
+        element = sequences.dtype_of(value)
+        if element is None and value:  # an empty sequence's type is the model's, not its elements'
+            problems.append(f"input {inp.name} is a sequence whose elements' dtypes differ")
+        dtype = dtypes.name_of(element) if element is not None else None
         allowed = spec.type_constraints[inp.type].types
-        if dtype not in allowed:
+        if dtype is None:
+            pass
+        elif dtype not in allowed:
             problems.append(f"input {inp.name} has dtype {dtype}; {inp.type} allows {', '.join(allowed)}")
         elif bound.setdefault(inp.type, dtype) != dtype:
             problems.append(f"input {inp.name} has dtype {dtype} but {inp.type} is already {bound[inp.type]}")
-        if inp.rank and not inp.rank.min <= value.ndim <= inp.rank.max:
-            problems.append(f"input {inp.name} has rank {value.ndim}; allowed {inp.rank.min}..{inp.rank.max}")
-        if inp.shape_from and (other := shapes.get(inp.shape_from)) is not None and other != value.shape:
-            problems.append(f"input {inp.name} has shape {list(value.shape)} but must equal "
-                            f"{inp.shape_from}'s shape {list(other)}")
-        if inp.shape is not None and tuple(inp.shape) != value.shape:
+        ranks = [len(s) for s in shapes[inp.name]] if sequences.is_seq(value) else [len(shapes[inp.name])]
+        if inp.rank and (bad := [r for r in ranks if not inp.rank.min <= r <= inp.rank.max]):
+            problems.append(f"input {inp.name} has rank {bad[0]}; allowed {inp.rank.min}..{inp.rank.max}")
+        value_shape = shapes[inp.name]
+        if inp.shape_from and (other := shapes.get(inp.shape_from)) is not None and other != value_shape:
+            problems.append(f"input {inp.name} has shape {_text(value_shape)} but must equal "
+                            f"{inp.shape_from}'s shape {_text(other)}")
+        if inp.shape is not None and tuple(inp.shape) != value_shape:
             must = "a scalar (rank 0)" if not inp.shape else f"of shape {list(inp.shape)}"
-            problems.append(f"input {inp.name} has shape {list(value.shape)} but must be {must}")
+            problems.append(f"input {inp.name} has shape {_text(value_shape)} but must be {must}")
         if inp.shape_fn:
             earlier = {i.name: shapes.get(i.name) for i in spec.inputs[: spec.inputs.index(inp)]}
             try:
@@ -49,8 +60,8 @@ def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
             except Exception as e:  # noqa: BLE001 - the inputs it depends on are themselves malformed
                 problems.append(f"input {inp.name}: shape rule {inp.shape_fn} does not apply ({e})")
             else:
-                if want != value.shape:
-                    problems.append(f"input {inp.name} has shape {list(value.shape)}; expected {list(want)}")
+                if want != value_shape:
+                    problems.append(f"input {inp.name} has shape {_text(value_shape)}; expected {_text(want)}")
     if not problems and spec.valid_if:
         problem = resolve(spec.valid_if)(shapes, resolve_attributes(spec, written))
         if problem:
@@ -60,14 +71,21 @@ def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
     return problems
 
 
+def _text(shape: tuple) -> str:
+    """A shape in a problem line: [2, 3], or a sequence's [[2, 3], [4]]."""
+    return str([list(s) if isinstance(s, tuple) else s for s in shape])
+
+
 def value_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict) -> list[str]:
     """Input values outside the declared ranges (`values`), then the spec's valid_values hook."""
     problems = []
     for inp in spec.inputs:
         value, rule = inputs.get(inp.name), inp.values
-        if rule is None or value is None or value.size == 0:
+        if rule is None or value is None:
             continue
-        v = value.astype(np.float64)
+        v = sequences.flat(sequences.float64(value))
+        if v.size == 0:
+            continue
         with np.errstate(invalid="ignore"):
             bad = np.isnan(v)
             if rule.min is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.core import sequences
 from harness.core.shapes import resolve_attributes
 from harness.spec.dotted import resolve
 from harness.spec.model import Spec
@@ -14,10 +15,11 @@ def evaluate(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict, re
     """The reference outputs in float64, in the spec's output order (`reference`: another function of the same
     signature, e.g. forward.derivative)."""
     reference = reference or spec.reference
-    args = {name: None if v is None else np.asarray(v, dtype=np.float64) for name, v in inputs.items()}
+    args = {name: sequences.float64(v) for name, v in inputs.items()}  # a sequence: a list of float64 arrays
     with np.errstate(all="ignore"):  # NaN and inf inputs are cases, not accidents
         result = resolve(reference)(**args, **resolve_attributes(spec, written))
     result = list(result) if isinstance(result, tuple) else [result]
     if len(result) != len(spec.outputs):
         raise ValueError(f"{reference} returned {len(result)} outputs; the spec has {len(spec.outputs)}")
-    return [np.asarray(r, dtype=np.float64) for r in result]
+    return [[np.asarray(t, dtype=np.float64) for t in r] if spec.is_sequence(out) else np.asarray(r, dtype=np.float64)
+            for out, r in zip(spec.outputs, result)]

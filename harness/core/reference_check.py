@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 from typing import ContextManager
 
+from harness.core import sequences
 from harness.core.cases import Case, expand
 from harness.core.evaluate import evaluate
 from harness.core.shapes import DERIVED_ROLES, OUTPUTS, input_shapes
@@ -47,7 +48,8 @@ def smallest_cases(spec: Spec) -> list[tuple[int, Case, dict]]:
         if isinstance(case.group, InvalidGroup) or first_dtype.setdefault(case.group.name, case.dtype) != case.dtype:
             continue
         shapes = input_shapes(case)
-        size = sum(math.prod(s) for s in shapes.values() if s is not None)
+        size = sum(sum(math.prod(e) for e in s) if spec.is_sequence(spec.input(n)) else math.prod(s)
+                   for n, s in shapes.items() if s is not None)
         if case.group.name not in best or size < best[case.group.name][0]:
             best[case.group.name] = (size, case, shapes)
     return [(index[name], case, shapes) for name, (size, case, shapes) in best.items() if size <= MAX_ELEMENTS]
@@ -102,9 +104,9 @@ def reference_problems(spec: Spec, guard: Callable[[], ContextManager] = context
         wanted = case.params.get(OUTPUTS) or [o.name for o in spec.outputs]
         for o, value in zip(spec.outputs, values):
             expected = shapes.get(o.shape_from) if o.shape_from else None
-            if o.name in wanted and expected is not None and tuple(value.shape) != tuple(expected):
+            if o.name in wanted and expected is not None and sequences.shape_of(value) != tuple(expected):
                 inputs_rules = f"the shape rule of {', '.join(ruled)}, " if ruled else ""
-                out.append((where, f"{label}: the reference returns output {o.name} of shape {_shown(value.shape)}, "
+                out.append((where, f"{label}: the reference returns output {o.name} of shape {_shown(sequences.shape_of(value))}, "
                                    f"but its shape_from {o.shape_from} gives {_shown(expected)}; check {inputs_rules}"
                                    f"the output's, or the reference"))
                 break

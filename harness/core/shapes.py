@@ -41,6 +41,12 @@ class CaseError(ValueError):
     """The spec cannot build this case (a spec bug, reported as an error result, never a crash)."""
 
 
+def as_shape(shape, sequence: bool) -> tuple:
+    """A shape written in a spec, a case param or a hook, as a tuple; a sequence's is a tuple of its elements'
+    shapes (harness.core.sequences)."""
+    return tuple(tuple(s) for s in shape) if sequence else tuple(shape)
+
+
 def resolve_attributes(spec: Spec, written: dict) -> dict:
     """Every attribute the op has: the written value, else its default; and the model-declared output shapes
     that came with them (Spec.declared_shapes)."""
@@ -77,7 +83,8 @@ def input_shapes(case: ShapedCase) -> dict[str, tuple[int, ...] | None]:
     shapes, _ = rule_shapes(case)
     overrides = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
     # An invalid case changes the named inputs only: the others keep the shapes the rules give them.
-    return {**shapes, **{name: tuple(shape) for name, shape in overrides.items()}}
+    return {**shapes, **{name: as_shape(shape, case.spec.is_sequence(case.spec.input(name)))
+                         for name, shape in overrides.items()}}
 
 
 def rule_shapes(case: ShapedCase, derive: bool = True) -> tuple[dict, dict]:
@@ -127,7 +134,7 @@ def rule_shapes(case: ShapedCase, derive: bool = True) -> tuple[dict, dict]:
         elif name in from_hook:  # the hook may leave an optional input out (None), e.g. GRU's sequence_lens
             if from_hook[name] is None and not inp.optional:
                 raise CaseError(f"input '{name}' is required but {spec.cases.shapes} gave it no shape")
-            shape = None if from_hook[name] is None else tuple(from_hook[name])
+            shape = None if from_hook[name] is None else as_shape(from_hook[name], spec.is_sequence(inp))
         elif inp.shape_from:
             shape = shape_of(inp.shape_from, (*seen, name))
         elif inp.shape_fn:
@@ -139,7 +146,7 @@ def rule_shapes(case: ShapedCase, derive: bool = True) -> tuple[dict, dict]:
             derived_from_forward.append(name)  # the forward reference's output shape, filled in below
             shape = None
         elif SHAPE in params:
-            shape = tuple(params[SHAPE])
+            shape = as_shape(params[SHAPE], spec.is_sequence(inp))
         else:
             raise CaseError(f"input '{name}': no shape; give the group a `shape` param or the input a shape rule")
         shapes[name] = shape

@@ -111,14 +111,25 @@ def check(spec: Spec, packages=(PROJECT_PACKAGE,), max_case_bytes: int = DEFAULT
     if not out:
         out += _walk_cases(spec, max_case_bytes)
     if not out:  # the bench sizes, each a case of the spec (harness.core.bench_spec), under the hooks' CPU limit
+        _import_bench_hooks(spec, packages)  # a heavy module's first import (onnx, via reference._onnx) is no hook's time
         try:
-            with _cpu_limit(HOOK_CPU_SECONDS):
+            with _cpu_limit(BENCH_CPU_SECONDS):
                 out += bench_problems(spec, packages)
         except HookTimeout as e:
             out.append(("bench", f"a hook did not return on a bench size: it {e}"))
     if not out:  # the reference on each group's smallest case: a shape rule that does not fit the op
         out += reference_problems(spec, lambda: _cpu_limit(HOOK_CPU_SECONDS), HookTimeout)
     return out
+
+
+def _import_bench_hooks(spec: Spec, packages) -> None:
+    """Import the bench hooks' modules before the CPU limit starts: the limit measures hook calls (HOOK_CPU_SECONDS),
+    and a first import of onnx or torch under a loaded machine's page faults took more than all of it. A module that
+    does not import is bench_problems' to report."""
+    for path in (getattr(spec.bench, hook, None) for hook in ("bytes", "fixed_bytes", "flops")):
+        if path:
+            with contextlib.suppress(Exception):
+                resolve_hook(path, packages)
 
 
 def _check_forward(spec: Spec, forward: Forward, in_names) -> list[tuple[str, str]]:
@@ -402,7 +413,11 @@ def _parameters(fn):
 
 # ---- every case as far as its shapes: hooks run, valid_if answers, the tensors fit the budget ----
 
-def _shape_problem(shape) -> str | None:
+def _shape_problem(shape, sequence: bool = False) -> str | None:
+    if sequence:  # a sequence's shape: the list of its tensors' shapes
+        if not isinstance(shape, (list, tuple)):
+            return f"{shape!r} is not a sequence's shape: write a list of shapes such as [[2, 3], [3]]"
+        return next((f"element {k}: {problem}" for k, s in enumerate(shape) if (problem := _shape_problem(s))), None)
     if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
         return f"{shape!r} is not a shape: write a list of non-negative ints such as [2, 3]"
     if any(d < 0 for d in shape):
@@ -414,7 +429,10 @@ def case_bytes(spec: Spec, dtype: str, shapes: dict) -> int:
     """The bytes of a case's tensors in their dtypes: its inputs, and the outputs that follow one."""
     def size(name: str, tensor) -> int:
         shape = shapes.get(name)
-        return 0 if shape is None else math.prod(shape) * dtypes.NUMPY[spec.dtype_of(tensor, dtype)].itemsize
+        if shape is None:
+            return 0
+        count = sum(math.prod(s) for s in shape) if spec.is_sequence(tensor) else math.prod(shape)
+        return count * dtypes.NUMPY[spec.dtype_of(tensor, dtype)].itemsize
 
     return (sum(size(i.name, i) for i in spec.inputs)
             + sum(size(o.shape_from, o) for o in spec.outputs if o.shape_from))
@@ -428,6 +446,11 @@ def case_bytes(spec: Spec, dtype: str, shapes: dict) -> int:
 # wall on an idle 2-core machine), next LogSoftmaxGrad at 0.03 s, every other hook under 0.002 s: 2 s
 # of CPU is 24x the slowest.
 HOOK_CPU_SECONDS = 2.0
+# The bench sizes are real models' sizes (a 512 x 30522 vocabulary), and a size whose derived inputs have no shape
+# rule runs the forward reference on zeros of that size: SoftmaxCrossEntropyLossInternalGrad's sizes took 1.5 s of
+# CPU together (measured 2026-11-28, on a machine running a test suite beside it), within sight of the hook limit.
+# Checking every size of a spec gets 10 s: still a stop for a hook that never returns.
+BENCH_CPU_SECONDS = 10.0
 
 
 class HookTimeout(BaseException):
@@ -493,9 +516,11 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
     def report(field: str, message: str) -> None:
         found.setdefault(field, [message, 0])[1] += 1
 
+    # the `shape` param sizes the inputs without a rule of their own: a list of shapes when they are sequences
+    sequence_param = any(spec.is_sequence(i) for i in spec.inputs if not (i.shape_from or i.shape_fn or i.shape is not None))
     for case in expand(spec):
         where, label = where_of[case.group.name], f"case {case.full_id}"
-        if SHAPE in case.params and (problem := _shape_problem(case.params[SHAPE])):
+        if SHAPE in case.params and (problem := _shape_problem(case.params[SHAPE], sequence_param)):
             report(f"{where}.params.shape", f"{label}: {problem}")
             continue
         try:
@@ -510,16 +535,17 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
         except Exception as e:  # noqa: BLE001 - a hook's own error, or a shape rule the params do not fit
             report(hook_field or where, f"{label}: its shapes cannot be built: {exception_text(e)}")
             continue
-        bad = [(n, p) for n, s in shapes.items() if s is not None and (p := _shape_problem(s))]
+        bad = [(n, p) for n, s in shapes.items() if s is not None and (p := _shape_problem(s, spec.is_sequence(spec.input(n))))]
         if bad:
             name, problem = bad[0]
             report(shape_field.get(name, where) if not (isinstance(case.group, InvalidGroup) and name in case.group.shapes)
                    else f"{where}.shapes.{name}", f"{label}: input {name}: {problem}")
             continue
         if not isinstance(case.group, InvalidGroup):
-            wrong_rank = [(i.name, i.rank, len(given)) for i in spec.inputs
+            wrong_rank = [(i.name, i.rank, rank) for i in spec.inputs
                           if i.rank and (given := shapes.get(i.name)) is not None
-                          and not i.rank.min <= len(given) <= i.rank.max]
+                          for rank in ([len(e) for e in given] if spec.is_sequence(i) else [len(given)])
+                          if not i.rank.min <= rank <= i.rank.max]
             if wrong_rank:
                 inp_name, declared, rank = wrong_rank[0]
                 report(where, f"{label}: input {inp_name} gets rank {rank}, outside its declared {declared.min}.."

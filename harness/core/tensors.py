@@ -110,11 +110,20 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
                             "labels or indices, not a float distribution")
         return _cast(draw(gen, shape, dtype, _rng(seed, name)), dtype)
 
+    def draw_sequence(name: str, shapes: tuple, dtype: str) -> list[np.ndarray]:
+        # one stream per element (`name[k]`), like one per tensor name
+        gen = generators.get(name, DEFAULT_GENERATOR)
+        if gen.kind != "float" or dtypes.NUMPY[dtype].kind in "biu":
+            raise CaseError(f"input '{name}' is a sequence of {dtype}: only float generators draw sequences")
+        return [_cast(draw(gen, shape, dtype, _rng(seed, f"{name}[{k}]")), dtype) for k, shape in enumerate(shapes)]
+
     derived, forward_args = [], {}
     for inp in spec.inputs:
         dtype = case.input_dtype(inp)
         if shapes[inp.name] is None:
             inputs[inp.name] = None
+        elif spec.is_sequence(inp):  # a spec check keeps sequences drawn: no forward op makes one
+            inputs[inp.name] = draw_sequence(inp.name, shapes[inp.name], dtype)
         elif inp.role in DRAWN_ROLES or inp.name in overridden or inp.name in case.group.inputs:
             # A group may draw a forward output directly (e.g. Y outside Sigmoid's range) instead of deriving it.
             inputs[inp.name] = draw_input(inp.name, shapes[inp.name], dtype)
@@ -132,16 +141,21 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
     return inputs, forward_args
 
 
-def redraw_input(case: Case, name: str, call: int, shape: tuple[int, ...], global_seed: int = 0) -> np.ndarray:
+def redraw_input(case: Case, name: str, call: int, shape: tuple, global_seed: int = 0) -> np.ndarray | list:
     """Input `name` drawn afresh for call `call` (2, 3, ...) of a stateful case (state.redraw: each step's
-    gradients): the input's generator, a stream of its own per call, the case dtype the spec binds."""
+    gradients): the input's generator, a stream of its own per call (and per element of a sequence), the case dtype
+    the spec binds; `shape` a sequence's tuple of element shapes."""
     spec = case.spec
     gen = {**spec.cases.inputs, **case.group.inputs}.get(name, DEFAULT_GENERATOR)
-    dtype = case.input_dtype(spec.input(name))
+    inp = spec.input(name)
+    dtype = case.input_dtype(inp)
     if gen.kind != "float" or dtypes.NUMPY[dtype].kind in "biu":
         raise CaseError(f"state.redraw: input '{name}' is {dtype} from a {gen.kind} generator; only float "
                         "inputs are redrawn per call")
-    return _cast(draw(gen, shape, dtype, _rng(case.seed(global_seed), f"{name}@call{call}")), dtype)
+    seed = case.seed(global_seed)
+    if spec.is_sequence(inp):
+        return [_cast(draw(gen, s, dtype, _rng(seed, f"{name}[{k}]@call{call}")), dtype) for k, s in enumerate(shape)]
+    return _cast(draw(gen, shape, dtype, _rng(seed, f"{name}@call{call}")), dtype)
 
 
 def forward_arguments(case: Case, inputs, draw_input) -> dict[str, np.ndarray | None]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 from harness.core.shapes import resolve_attributes
 from harness.spec.dotted import resolve
 from harness.spec.model import Spec
@@ -98,14 +98,14 @@ def allowances(spec: Spec, inputs: dict, written: dict, dtype: str,
     if spec.accuracy is None:
         return [None] * n, [""] * n
     acc = spec.accuracy
-    args = {k: None if v is None else np.asarray(v, dtype=np.float64) for k, v in inputs.items()}
+    args = {k: sequences.float64(v) for k, v in inputs.items()}
     attrs = resolve_attributes(spec, written)
     lengths = _per_output(resolve(acc.reduction_length)(**args, **attrs), n)
     if acc.magnitude:
         with np.errstate(all="ignore"):
             magnitudes = _per_output(resolve(acc.magnitude)(**args, **attrs), n)
     else:
-        magnitudes = [None if e is None else np.abs(e) for e in expected]
+        magnitudes = [None if e is None else np.abs(sequences.flat(e)) for e in expected]
     widened: dict[str, str] = dict(acc.accumulate.items())  # keyed by any dtype name, not only the float Literal
     accumulate = widened.get(dtype, dtype) if dtype in dtypes.FLOATS else "float64"
     out: list[np.ndarray | None] = []
@@ -116,7 +116,9 @@ def allowances(spec: Spec, inputs: dict, written: dict, dtype: str,
             notes.append("")
             continue
         term = Reduction(int(k), accumulate, acc.factor)
-        allowance = term.per_unit_magnitude * np.broadcast_to(np.asarray(m, dtype=np.float64), e.shape)
+        # a sequence output's allowance is flat, element by element as judging joins it (harness.core.sequences)
+        allowance = term.per_unit_magnitude * np.broadcast_to(np.asarray(sequences.flat(m), dtype=np.float64),
+                                                              sequences.flat(e).shape)
         out.append(np.where(np.isfinite(allowance), allowance, 0.0))
         notes.append(" + " + term.note())
     return out, notes

@@ -23,7 +23,7 @@ from enum import Enum
 import numpy as np
 
 from harness.backends.base import Backend, Crashed, ForwardCall, Outcome, Outputs, Rejected, Request, TimedOut, Unsupported
-from harness.core import contract
+from harness.core import contract, sequences
 from harness.core.cases import Case
 from harness.core.compare import compare
 from harness.core.dtypes import NUMPY
@@ -126,10 +126,10 @@ def _trajectory(prepared: Prepared, global_seed: int) -> list[Call]:
     for call in range(2, case.steps + 1):
         for name, by in state.advance.items():
             if (value := kept.get(name)) is not None:
-                kept[name] = (value + by).astype(value.dtype)
+                kept[name] = np.asarray(value + by, dtype=value.dtype)  # (a 0-d sum is a NumPy scalar)
         for name in state.redraw:
             if (value := kept.get(name)) is not None:
-                kept[name] = redraw_input(case, name, call, value.shape, global_seed)
+                kept[name] = redraw_input(case, name, call, sequences.shape_of(value), global_seed)
         carried = {inp: expected[index[out]] for out, inp in state.carry.items()}
         expected = evaluate(case.spec, {**kept, **carried}, case.attributes)
         allowance, notes = allowances(case.spec, {**kept, **carried}, case.attributes, case.dtype, expected)
@@ -141,9 +141,9 @@ def _check_output_shapes(prepared: Prepared, expected: list[np.ndarray]) -> None
     spec = prepared.case.spec
     for out, value in zip(spec.outputs, expected):
         source = prepared.inputs.get(out.shape_from) if out.shape_from else None
-        if source is not None and value.shape != source.shape:
-            raise CaseError(f"reference output {out.name} has shape {list(value.shape)} but the spec says it "
-                            f"follows {out.shape_from} {list(source.shape)}")
+        if source is not None and sequences.shape_of(value) != sequences.shape_of(source):
+            raise CaseError(f"reference output {out.name} has shape {sequences.json_shape(value)} but the spec says "
+                            f"it follows {out.shape_from} {sequences.json_shape(source)}")
 
 
 def request_for(prepared: Prepared, threads: int = 1, poison_outputs: bool = False) -> Request:
@@ -165,7 +165,7 @@ def new_result(prepared: Prepared, backend: str) -> Result:
     case = prepared.case
     return Result(case.spec.id, case.spec.op, backend, case.dtype, case.id, case.group.name, case.valid,
                   case.group.tier, prepared.seed, case.params, case.attributes,
-                  {k: None if v is None else list(v.shape) for k, v in prepared.inputs.items()})
+                  {k: sequences.json_shape(v) for k, v in prepared.inputs.items()})
 
 
 def judge(prepared: Prepared, backend: Backend, tolerance: Tolerance, diagnose_failures: bool = True) -> Result:
@@ -249,7 +249,7 @@ def carried_allowance(tolerance: Tolerance, earlier: list[list[np.ndarray]], all
     reduction allowance), since each call rounds once relative to its own values and carries the earlier errors on."""
     extra: np.ndarray | float = tolerance.atol * len(earlier)
     for expected, allowance in zip(earlier, allowances_):
-        value, more = expected[index], allowance[index]
+        value, more = sequences.flat(expected[index]), allowance[index]  # a sequence's allowance is flat too
         if value.shape != shape:  # an output whose shape changes from call to call carries nothing elementwise
             continue
         extra = extra + tolerance.rtol * np.where(np.isfinite(value), np.abs(value), 0.0)
@@ -281,9 +281,10 @@ def _run_later_calls(prepared: Prepared, backend: Backend, first: Outputs, toler
         except Exception as e:  # noqa: BLE001 - a backend adapter bug: report it, keep the run going
             result.set(Status.ERROR, detail=f"call {call} of {case.steps}: backend raised {type(e).__name__}: {e}")
             return prepared, outcome
+        flats = [sequences.flat(e) for e in later.expected]
         allowance: list[np.ndarray | None] = [
             np.broadcast_to((a if a is not None else 0.0) + carried_allowance(tolerance, earlier, earlier_allowances, k, e.shape),
-                            e.shape).astype(np.float64) for k, (e, a) in enumerate(zip(later.expected, later.allowance))]
+                            e.shape).astype(np.float64) for k, (e, a) in enumerate(zip(flats, later.allowance))]
         at_call = replace(prepared, inputs=inputs, expected=later.expected, allowance=allowance,
                           allowance_notes=[n + note for n in later.allowance_notes], later=[])
         judged = new_result(at_call, backend.name)
@@ -371,10 +372,18 @@ def _score_outputs(prepared: Prepared, outcome: Outputs, tolerance: Tolerance, r
             problems.append(f"{out.name}: requested but not returned")
             continue
         want_dtype = spec.dtype_of(out, case.dtype)
+        if form := sequences.form_problem(spec.is_sequence(out), actual, expected):
+            failure = failure or Failure.WRONG_SHAPE
+            problems.append(f"{out.name}: {form}")
+            continue
         output_tolerance = tolerance.noted(notes[index])
-        comparison = compare(actual, expected, want_dtype, output_tolerance, allowance[index])
-        if actual.dtype != NUMPY[want_dtype]:
-            comparison.fail(Problem.DTYPE, f"dtype {actual.dtype}, expected {want_dtype}", first=True)
+        # a sequence is judged as its elements joined, its length and element shapes having agreed (form_problem)
+        layout = sequences.shape_of(expected) if spec.is_sequence(out) else None
+        comparison = compare(sequences.flat(actual), sequences.flat(expected), want_dtype, output_tolerance,
+                             allowance[index], layout)
+        got_dtype = NUMPY[want_dtype] if sequences.is_seq(actual) and not actual else sequences.dtype_of(actual)
+        if got_dtype != NUMPY[want_dtype]:
+            comparison.fail(Problem.DTYPE, f"dtype {got_dtype}, expected {want_dtype}", first=True)
         result.outputs[out.name] = comparison.to_json()
         if not comparison.passed:
             wrong_form = {Problem.SHAPE.value, Problem.DTYPE.value} & set(comparison.kinds)

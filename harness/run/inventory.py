@@ -289,7 +289,10 @@ def schema_differences(spec, entry: dict) -> list[str]:
                 diffs.append(f"{kind} {i}: spec '{s.name}', schema '{t['name']}'")
             schema_types = {d for name in entry["type_constraints"].get(t["type"], [t["type"]])
                             for d in TYPE_GROUPS.get(name, [name])}
-            spec_types = set(spec.type_constraints[s.type].types) if s.type in spec.type_constraints else {s.type}
+            constraint = spec.type_constraints.get(s.type)
+            # a sequence variable's types read seq(T) in the table, as ONNX writes seq(tensor(T))
+            spec_types = ({f"seq({t})" if constraint.sequence else t for t in constraint.types} if constraint
+                          else {s.type})
             extra = spec_types - schema_types
             if extra:
                 diffs.append(f"{kind} {i} ({s.name}): dtypes {sorted(extra)} not in the schema's {sorted(schema_types)}")

@@ -23,7 +23,7 @@ import numpy as np
 
 from harness.backends.base import Backend, Outputs, Request
 from harness.backends.reference import ReferenceBackend
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 from harness.core.cases import expand
 from harness.core.compare import judged_expected
 from harness.core.evaluate import evaluate
@@ -148,7 +148,7 @@ def _expected(prepared: Prepared) -> list[np.ndarray]:
 def allowed_for(prepared: Prepared, tolerance, index: int) -> np.ndarray:
     """The allowed error the judging uses for one output of a prepared case (its reduction allowance included)."""
     spec, dtype = prepared.case.spec, prepared.case.dtype
-    expected = judged_expected(_expected(prepared)[index], spec.dtype_of(spec.outputs[index], dtype))
+    expected = judged_expected(sequences.flat(_expected(prepared)[index]), spec.dtype_of(spec.outputs[index], dtype))
     return allowed_error(tolerance, expected, prepared.allowance[index] if prepared.allowance else None)
 
 
@@ -165,7 +165,8 @@ def mutants(spec, dtype: str, v: np.ndarray, prepared: Prepared, index: int):
             with np.errstate(all="ignore"):
                 values = evaluate(spec.model_copy(update={"reference": alt.reference}), prepared.inputs,
                                   prepared.case.attributes)
-                mutated = values[index].astype(v.dtype) if values[index].shape == v.shape else None
+                value = sequences.flat(values[index])  # a sequence output is mutated joined (v is flat too)
+                mutated = value.astype(v.dtype) if value.shape == v.shape else None
         except Exception:  # noqa: BLE001 - an alternative that cannot take this case's inputs does not apply to it
             mutated = None
         yield f"alternative: {alt.name}", "alternative", mutated
@@ -198,10 +199,12 @@ def mutate(catalog, ops: list[str] | None = None, tier: str = "ci", seed: int = 
             outcome = reference.run(request_for(prepared))
             if not isinstance(outcome, Outputs):
                 continue
-            for index, (out, v) in enumerate(zip(spec.outputs, outcome.values)):
+            for index, (out, returned) in enumerate(zip(spec.outputs, outcome.values)):
+                # a sequence output is mutated as its tensors joined, and judged split back into them
+                v = None if returned is None else sequences.flat(returned)
                 if v is None or v.size == 0:
                     continue
-                expected = _expected(prepared)[index]
+                expected = sequences.flat(_expected(prepared)[index])
                 allowed = allowed_for(prepared, tolerance, index)
                 for name, family, m in mutants(spec, case.dtype, v, prepared, index):
                     if m is None:
@@ -211,6 +214,8 @@ def mutate(catalog, ops: list[str] | None = None, tier: str = "ci", seed: int = 
                         continue  # rounding undid it: nothing to catch
                     size = _size(m[changed], expected[changed], np.broadcast_to(allowed, v.shape)[changed],
                                  family == "structural")
+                    if sequences.is_seq(returned):
+                        m = sequences.unflat(m, sequences.shape_of(returned))
                     replay.values = [m if i == index else value for i, value in enumerate(outcome.values)]
                     caught = judge(prepared, replay, tolerance, diagnose_failures=False).status != Status.PASS
                     for tally in (groups[(spec.op, case.dtype, case.group.name)][name], per_op[spec.op][(name, out.name)]):

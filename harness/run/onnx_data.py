@@ -15,9 +15,9 @@ import onnx
 from onnx import helper
 
 from harness import backends as registry
-from harness.backends.backend_test_dir import from_tensor_proto, numpy_dtype, write_case, write_outputs, write_tensor
+from harness.backends.backend_test_dir import from_tensor_proto, numpy_dtype, read_value, write_case, write_outputs, write_tensor
 from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 from harness.core.compare import compare
 from harness.core.spec_checks import unknown_name
 from harness.core.spec_loader import Catalog
@@ -33,13 +33,14 @@ class DataError(ValueError):
     """A directory that is not in the backend-test layout opconform can run."""
 
 
-def _read_tensor(path: Path) -> np.ndarray:
-    tensor = onnx.TensorProto()
+def _read_tensor(path: Path, value_info=None) -> np.ndarray | list[np.ndarray]:
+    """The file's tensor; a list of tensors where the model declares the value a sequence."""
+    sequence = value_info is not None and value_info.type.HasField("sequence_type")
     try:
-        tensor.ParseFromString(path.read_bytes())
-        return from_tensor_proto(tensor)
+        return read_value(path, sequence)
     except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, or a tensor whose data does not fit its dims
-        raise DataError(f"{path.name} is not a readable TensorProto ({type(e).__name__}: {e})") from None
+        kind = "SequenceProto" if sequence else "TensorProto"
+        raise DataError(f"{path.name} is not a readable {kind} ({type(e).__name__}: {e})") from None
 
 
 def _graph_types(value_info) -> tuple[int, list[int | None] | None]:
@@ -50,7 +51,15 @@ def _graph_types(value_info) -> tuple[int, list[int | None] | None]:
 
 
 def _check_against_model(kind: str, k: int, value_info, array: np.ndarray) -> None:
-    """A stored tensor must have the dtype and the static shape the model declares for it."""
+    """A stored tensor must have the dtype and the static shape the model declares for it (a sequence: its element
+    type, each element)."""
+    if value_info.type.HasField("sequence_type"):
+        element = value_info.type.sequence_type.elem_type.tensor_type.elem_type
+        if not sequences.is_seq(array):
+            raise DataError(f"{kind}_{k}.pb holds a tensor but the model declares {value_info.name} a sequence")
+        if element and any(t.dtype != numpy_dtype(element) for t in array):
+            raise DataError(f"{kind}_{k}.pb holds tensors that are not {numpy_dtype(element)} in sequence {value_info.name}")
+        return
     elem_type, dims = _graph_types(value_info)
     if elem_type:
         declared = numpy_dtype(elem_type)
@@ -133,7 +142,7 @@ def request_from_dataset(catalog: Catalog, model, node, dataset: Path, threads: 
         raise DataError(f"input_{missing[0]}.pb is missing (graph input {graph_inputs[missing[0]].name})")
     stored = {}
     for k, graph_input in enumerate(graph_inputs):
-        stored[graph_input.name] = _read_tensor(files[k])
+        stored[graph_input.name] = _read_tensor(files[k], graph_input)
         _check_against_model("input", k, graph_input, stored[graph_input.name])
     stored.update({t.name: from_tensor_proto(t) for t in model.graph.initializer})
     if len(node.input) > len(spec.inputs) or len(node.output) > len(spec.outputs):
@@ -150,12 +159,12 @@ def request_from_dataset(catalog: Catalog, model, node, dataset: Path, threads: 
         raise DataError(f"output_{extra[0]}.pb has no graph output (the model has {len(model.graph.output)})")
     for k, output in enumerate(model.graph.output):
         if k in outputs and output.name in node.output:
-            value = _read_tensor(outputs[k])
+            value = _read_tensor(outputs[k], output)
             _check_against_model("output", k, output, value)
             expected[spec.outputs[list(node.output).index(output.name)].name] = value
     # the case dtype is the main type variable's (dY's: GatherGrad's first input is its int64 shape)
     main = [v for inp, v in zip(spec.inputs, inputs) if v is not None and inp.type == spec.main_type]
-    dtype = dtypes.name_of((main or present)[0].dtype)
+    dtype = dtypes.name_of(sequences.dtype_of((main or present)[0]) or np.float32)  # (an empty list: float32)
     return Request(spec, dtype, inputs, {**_op_attributes(spec, node), **_declared_shapes(spec, model, node)},
                    wanted, threads), expected
 
@@ -251,15 +260,20 @@ def _run_dataset(catalog, backend, model, node, dataset: Path, threads, write_ou
         return "pass", f"RAN {label}: no stored outputs to compare" + (" (outputs written)" if write_outputs else "")
     spec = request.spec
     tolerance = catalog.tolerance(spec, request.dtype)
-    stored = [expected[o.name].astype(np.float64) if o.name in expected else None for o in spec.outputs]
+    stored = [sequences.float64(expected[o.name]) if o.name in expected else None for o in spec.outputs]
     extra, allowance_notes, missing = _allowances(request, stored)
     notes, ok = [], True
     for index, (out_spec, actual) in enumerate(zip(spec.outputs, outcome.values)):
         want = stored[index]
         if want is None or actual is None:
             continue
-        result = compare(actual, want, spec.dtype_of(out_spec, request.dtype),
-                         tolerance.noted(allowance_notes[index]), extra[index])
+        if form := sequences.form_problem(spec.is_sequence(out_spec), actual, want):
+            ok = False
+            notes.append(f"{out_spec.name}: {form}")
+            continue
+        result = compare(sequences.flat(actual), sequences.flat(want), spec.dtype_of(out_spec, request.dtype),
+                         tolerance.noted(allowance_notes[index]), extra[index],
+                         sequences.shape_of(want) if spec.is_sequence(out_spec) else None)
         ok &= result.passed
         notes.append(f"{out_spec.name} max abs {result.max_abs:.3g}, tolerance used x{result.budget_used:.3g}"
                      + ("" if result.passed else f": {'; '.join(result.problems)}"))

@@ -18,7 +18,7 @@ even one it would run silently (e.g. on another provider).
 from __future__ import annotations
 
 from harness.backends.base import Backend, ForwardCall, Request, Support
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 from harness.core.cases import TIERS, Case, expand
 from harness.core.shapes import input_shapes
 from harness.core.tensors import forward_call_parts, make_tensors
@@ -51,7 +51,7 @@ def probe_request(spec: Spec, dtype: str) -> Request:
     inputs, forward_args = make_tensors(case)
     main_type = spec.main_type
     values = [inputs.get(inp.name) for inp in spec.inputs]  # positional, in the spec's input order
-    cast = [v if v is None or inp.type != main_type else v.astype(dtypes.NUMPY[dtype])
+    cast = [v if v is None or inp.type != main_type else sequences.astype(v, dtypes.NUMPY[dtype])
             for inp, v in zip(spec.inputs, values)]
     wanted = set(case.requested_outputs)
     forward = None

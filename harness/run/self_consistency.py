@@ -33,7 +33,7 @@ from collections.abc import Set as AbstractSet
 import numpy as np
 
 from harness.backends.base import Backend, Crashed, Outcome, Outputs, Rejected, TimedOut, Unsupported
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 from harness.core.compare import compare
 from harness.core.evaluate import evaluate
 from harness.core.status import Check
@@ -199,6 +199,14 @@ def _bitwise_difference(a: np.ndarray | None, b: np.ndarray | None, first: str, 
     """None when a and b have the same dtype, shape and bytes; else what differs."""
     if a is None or b is None:
         return f"{first if a is None else second} run did not return it"
+    if sequences.is_seq(a) or sequences.is_seq(b):  # a sequence: the same length and element shapes, then its elements
+        if not (sequences.is_seq(a) and sequences.is_seq(b)) or sequences.shape_of(a) != sequences.shape_of(b):
+            return f"sequence {sequences.json_shape(a)} vs {sequences.json_shape(b)} in the {second} run"
+        if not a:
+            return None
+        if sequences.dtype_of(a) is None or sequences.dtype_of(a) != sequences.dtype_of(b):
+            return f"sequence element dtypes differ in the {second} run"
+        a, b = sequences.flat(a), sequences.flat(b)
     if a.dtype != b.dtype or a.shape != b.shape:
         return f"{a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)} in the {second} run"
     bits = np.dtype(f"u{a.dtype.itemsize}")  # compares NaN payloads and signed zeros too

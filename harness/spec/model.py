@@ -32,6 +32,9 @@ class Section(BaseModel):
 
 class TypeConstraint(Section):
     types: list[DType] = Field(min_length=1, description="the dtypes this type variable may take")
+    sequence: bool = Field(False, description="true: its tensors are sequences of tensors of these types (ONNX's "
+                           "seq(tensor(T)), e.g. AdamWOptimizer's parameter list): a value is a list of tensors, a "
+                           "shape a list of shapes", examples=[True])
     description: str = ""
     """what the tensors of this type are, e.g. `description: Floating-point tensors.`"""
 
@@ -289,8 +292,9 @@ class Group(Section):
 
 class InvalidGroup(Group):
     why: str = Field(min_length=5, description="what makes these inputs invalid")
-    shapes: dict[str, list[NonNegative]] = Field({}, description="input shapes that override the generated ones, "
-                                                 "lists of non-negative ints")
+    shapes: dict[str, list[NonNegative] | list[list[NonNegative]]] = Field(
+        {}, description="input shapes that override the generated ones, lists of non-negative ints (a list of such "
+        "lists for a sequence input)")
     attributes: dict[str, Any] = Field({}, description="attribute values written as-is, even out of range")
     vjp: bool | str = False
     """invalid cases have no gradient check: false"""
@@ -515,6 +519,11 @@ class Spec(Section):
         forward input it does not take): the model declares their shape, as ORT's pool gradients require."""
         taken = {i.name for i in self.inputs}
         return {declared_shape_key(o.name): o.shape_from for o in self.outputs if o.shape_from and o.shape_from not in taken}
+
+    def is_sequence(self, tensor: Input | Output) -> bool:
+        """Whether the input or output is a sequence of tensors (its type variable's `sequence`)."""
+        constraint = self.type_constraints.get(tensor.type)
+        return constraint is not None and constraint.sequence
 
     def dtype_of(self, tensor: Input | Output, case_dtype: str) -> str:
         """The case dtype binds every type variable that allows it; others take their only type."""

@@ -96,3 +96,64 @@ def adamw(lr, step, weights, gradients, momentums_1, momentums_2, update_signal=
             out_m1.append(n1)
             out_m2.append(n2)
     return np.ones(step_shape, dtype=bool), out_w, out_m1, out_m2
+
+
+def adamw_check(shapes, attributes):
+    """valid_if: a parameter list of at least one tensor (the other lists follow its shapes: shape_from), and
+    adam_mode 0 only with correct_bias 1 (torch's AdamW always corrects the bias)."""
+    if shapes.get("weights") == ():
+        return "weights is an empty sequence; at least one tensor is required"
+    if int(attributes["adam_mode"]) == 0 and int(attributes["correct_bias"]) != 1:
+        return "adam_mode 0 (torch AdamW) requires correct_bias 1"
+    return None
+
+
+def adamw_values(inputs, attributes):
+    """valid_values: bias correction divides by 1 - alpha^step, so it needs step >= 1."""
+    step = inputs.get("step")
+    if step is not None and int(attributes["correct_bias"]) == 1 and int(np.asarray(step).reshape(-1)[0]) < 1:
+        return f"step {int(np.asarray(step).reshape(-1)[0])} with correct_bias 1: bias correction needs step >= 1"
+    return None
+
+
+def from_node(node):
+    """The parameter list's shapes (gradients and moments have them too)."""
+    return {"shape": [list(s) for s in node.shape("weights")]}
+
+
+def bert_base_shapes(layers: int = 12) -> list[list[int]]:
+    """The parameter list of BERT-base (hidden 768, FFN 3072, vocabulary 30522, 512 positions) with `layers` encoder
+    layers, in the order torch's module lists them: 5 + 16 per layer + 2 tensors, 109.5 M values at 12 layers."""
+    h, f = 768, 3072
+    embeddings = [[30522, h], [512, h], [2, h], [h], [h]]
+    layer = [[h, h], [h], [h, h], [h], [h, h], [h], [h, h], [h], [h], [h], [f, h], [f], [h, f], [h], [h], [h]]
+    return embeddings + layer * layers + [[h, h], [h]]
+
+
+def parameter_list(params):
+    """cases.shapes: `bert_layers: N` gives weights BERT-base's parameter list with N layers (bert_base_shapes)."""
+    return {"weights": bert_base_shapes(int(params["bert_layers"]))} if "bert_layers" in params else {}
+
+
+def bench_bytes(shapes, attributes):
+    """weights, gradients and both moments read, updated weights and moments written: 7 float32 values an element."""
+    return 7 * 4 * sum(int(np.prod(s, dtype=np.int64)) for s in shapes["weights"])
+
+
+def bench_torch(inputs, attributes, params):
+    """torch.optim.AdamW over the whole list, `torch: foreach` (the multi-tensor path) or `torch: fused` (the fused
+    CPU kernel), its state set to the inputs' moments and step (adam_mode 0, torch's AdamW)."""
+    import torch
+
+    from reference._torch import tensors
+
+    lr, step = float(np.asarray(inputs[0]).reshape(-1)[0]), float(np.asarray(inputs[1]).reshape(-1)[0])
+    params_ = [torch.nn.Parameter(t.clone()) for t in tensors(*inputs[2])]
+    for p, g in zip(params_, tensors(*inputs[3])):
+        p.grad = g.clone()
+    how = params.get("torch", "foreach")
+    opt = torch.optim.AdamW(params_, lr=lr, betas=(attributes["alpha"], attributes["beta"]), eps=attributes["epsilon"],
+                            weight_decay=attributes["weight_decay"], **{how: True})
+    for p, m1, m2 in zip(params_, tensors(*inputs[4]), tensors(*inputs[5])):
+        opt.state[p] = {"step": torch.tensor(step - 1.0), "exp_avg": m1.clone(), "exp_avg_sq": m2.clone()}
+    return opt.step

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from reference.ops.adamw import bert_base_shapes
+
 EPSILON = 1e-6
 
 
@@ -32,3 +34,35 @@ def clip_grad_norm(gradients, *, max_norm=1.0, norm_type="fro"):
 def total_norm(gradients):
     """The joint L2 norm (for tests and diagnostics)."""
     return float(np.sqrt(sum(float(np.sum(np.asarray(t, np.float64) ** 2)) for t in gradients)))
+
+
+def from_node(node):
+    """The gradients' shapes."""
+    return {"shape": [list(s) for s in node.shape("gradients")]}
+
+
+def bench_bytes(shapes, attributes):
+    """the gradients read twice (the norm, then the scaling) and written once: 3 float32 values an element."""
+    return 3 * 4 * sum(int(np.prod(s, dtype=np.int64)) for s in shapes["gradients"])
+
+
+def bench_torch(inputs, attributes):
+    """torch.nn.utils.clip_grad_norm_(foreach=True) over the whole list, in place."""
+    import torch
+
+    from reference._torch import tensors
+
+    params = [torch.nn.Parameter(t.clone()) for t in tensors(*inputs[0])]
+    for p, g in zip(params, tensors(*inputs[0])):
+        p.grad = g.clone()
+    return lambda: torch.nn.utils.clip_grad_norm_(params, float(attributes["max_norm"]), foreach=True)
+
+
+def norm_length(gradients, *, max_norm, norm_type):
+    """accuracy.reduction_length: the norm sums a square for every value of the list."""
+    return max(1, sum(int(np.size(t)) for t in gradients))
+
+
+def gradient_list(params):
+    """cases.shapes: `bert_layers: N` gives gradients BERT-base's parameter list with N layers."""
+    return {"gradients": bert_base_shapes(int(params["bert_layers"]))} if "bert_layers" in params else {}
