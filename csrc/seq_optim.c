@@ -226,8 +226,8 @@ typedef struct {
               om2 ? om2 + p : scratch[2], m, k);                                                                  \
         }                                                                                                         \
     }
-ADAMW_LOOPS(float, f32)
-ADAMW_LOOPS(double, f64)
+ADAMW_LOOPS(float, f32)  /* simd: 2 */
+ADAMW_LOOPS(double, f64) /* simd: 2 */
 
 static int32_t prep_adamw(opc_call *c, void *plan_v, opc_shape *outs) {
     adamw_plan *p = plan_v;
@@ -344,8 +344,8 @@ typedef struct {
         _Pragma("omp simd")                                                                                       \
         for (int64_t i = 0; i < n; i++) ow[i] = (T)((double)w[i] - lr * (double)g[i]);                           \
     }
-SGD_LOOP(float, f32)
-SGD_LOOP(double, f64)
+SGD_LOOP(float, f32)  /* simd: 1 */
+SGD_LOOP(double, f64) /* simd: 1 */
 
 static int32_t prep_sgd(opc_call *c, void *plan_v, opc_shape *outs) {
     sgd_plan *p = plan_v;
@@ -432,8 +432,8 @@ typedef struct {
         _Pragma("omp simd")                                                                                       \
         for (int64_t i = 0; i < n; i++) y[i] = (T)((double)x[i] * c);                                            \
     }
-CLIP_LOOPS(float, f32)
-CLIP_LOOPS(double, f64)
+CLIP_LOOPS(float, f32)  /* simd: 1 (scale; the float32 sum of squares widens to double at half width) */
+CLIP_LOOPS(double, f64) /* simd: 2 */
 
 static int32_t prep_clip(opc_call *c, void *plan_v, opc_shape *outs) {
     clip_plan *p = plan_v;
