@@ -103,15 +103,16 @@ void opc_seq_output(opc_shape *out, int32_t dtype, int32_t input) {
     out->shape[0] = input;
 }
 
-int32_t opc_check_sequence(opc_call *c, const opc_tensor *t, const char *what, const char *name, const opc_tensor *like) {
+int32_t opc_check_sequence(opc_call *c, const opc_tensor *t, const char *what, const char *name,
+                           const opc_tensor *like) {
     const int32_t bad = like ? OPC_ERR_OUTPUT_MISMATCH : OPC_ERR_INVALID_ARGUMENT;
     if (!t->shape)
         return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s is a sequence with a NULL shape (its element count)", what,
                         name);
     const int64_t n = t->shape[0];
     if (n < 0 || n > OPC_MAX_SEQUENCE)
-        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s is a sequence of %lld elements; 0 to %lld are allowed", what,
-                        name, (long long)n, (long long)OPC_MAX_SEQUENCE);
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s is a sequence of %lld elements; 0 to %lld are allowed",
+                        what, name, (long long)n, (long long)OPC_MAX_SEQUENCE);
     if (opc_dtype_size(t->dtype) == 0)
         return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "%s %s is a sequence of unknown dtype code %d", what, name,
                         (int)t->dtype);

@@ -100,7 +100,8 @@ static inline const opc_tensor *opc_seq_at(const opc_tensor *s, int64_t i) { ret
 void opc_seq_output(opc_shape *out, int32_t dtype, int32_t input);
 /* A sequence argument whole: what (input/output) and name in the messages. With `like` (an output's mirrored
  * input), the count and every element's dtype and shape must equal like's (OPC_ERR_OUTPUT_MISMATCH). */
-int32_t opc_check_sequence(opc_call *c, const opc_tensor *t, const char *what, const char *name, const opc_tensor *like);
+int32_t opc_check_sequence(opc_call *c, const opc_tensor *t, const char *what, const char *name,
+                           const opc_tensor *like);
 /* A tensor argument's rank, shape and dtype code (rank <= OPC_MAX_RANK, dims >= 0, element count in range). */
 int32_t opc_check_dense(opc_call *c, const opc_tensor *t, const char *what, const char *name);
 int64_t opc_numel(const opc_tensor *t); /* shape checked already by the dispatcher */

@@ -6,7 +6,8 @@
  * `restrict` between an input and its output: the loops are vectorised with `omp simd` (element i reads its inputs
  * at i before writing its outputs at i, so an output that IS its input is safe).
  *
- * float32 elements are computed in double and rounded once when stored; float64 in double. The list's tensors are
+ * float32 and float16 elements are computed in double and rounded once when stored (float16 through blocks widened
+ * to float32, half_blocks.h); float64 in double. The list's tensors are
  * laid end to end as one virtual range [0, total); each thread takes an even, 16-aligned slice of it (opc_split) and
  * walks the tensors its slice overlaps. The updates are elementwise, so the split changes no bit. The clip norm:
  * every tensor is cut into fixed NORM_BLOCK-element blocks (independent of the thread count); each block's sum of
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 
 #include "call.h"
+#include "half_blocks.h"
 
 #define NORM_BLOCK 16384
 #define PIECE 1024 /* the block of an update whose outputs are not all wanted (the others go to scratch) */
@@ -85,6 +87,17 @@ static int32_t one_value(opc_call *c, int32_t i, int32_t dt1, int32_t dt2) {
 
 static double real_value(const opc_tensor *t) {
     return t->dtype == OPC_FLOAT ? (double)*(const float *)t->data : *(const double *)t->data;
+}
+
+/* double -> float16 rounded once: round to odd at float precision (29 extra bits), then float -> float16 (RNE) */
+static inline uint16_t d2h(double x) {
+    float f = (float)x;
+    if ((double)f != x && isfinite(f)) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if (!(u & 1u)) f = nextafterf(f, x > (double)f ? INFINITY : -INFINITY);
+    }
+    return opc_f32_to_f16(f);
 }
 
 /* update_signal absent or true */
@@ -229,6 +242,37 @@ typedef struct {
 ADAMW_LOOPS(float, f32)  /* simd: 2 */
 ADAMW_LOOPS(double, f64) /* simd: 2 */
 
+/* float16: blocks of HALF_BLOCK inputs widened to float (exactly) before any output of the block is written (an
+ * output may be its input), then the double update of the loops above, each result rounded once to float16. */
+static void adamw_piece_f16(int64_t mode, const uint16_t *w, const uint16_t *g, const uint16_t *m1, const uint16_t *m2,
+                            uint16_t *ow, uint16_t *om1, uint16_t *om2, int64_t n, const adamw_k *k) {
+    const double a = k->a, b = k->b, oa = k->one_a, ob = k->one_b, eps = k->eps, lwd = k->lwd;
+    const double ss = k->step_size, r2 = k->inv_sqrt_c2;
+    float fw[HALF_BLOCK], fg[HALF_BLOCK], f1[HALF_BLOCK], f2[HALF_BLOCK];
+    for (int64_t p = 0; p < n; p += HALF_BLOCK) {
+        const int64_t m = n - p < HALF_BLOCK ? n - p : HALF_BLOCK;
+        widen_f16(w + p, fw, m);
+        widen_f16(g + p, fg, m);
+        widen_f16(m1 + p, f1, m);
+        widen_f16(m2 + p, f2, m);
+        for (int64_t i = 0; i < m; i++) {
+            double gi = (double)fg[i], wi = (double)fw[i];
+            double n1 = a * (double)f1[i] + oa * gi;
+            double n2 = b * (double)f2[i] + ob * gi * gi;
+            if (mode == 0) {
+                wi = wi - lwd * wi;
+                wi = wi - ss * n1 / (sqrt(n2) * r2 + eps);
+            } else {
+                wi = wi - ss * n1 / (sqrt(n2) + eps);
+                wi = wi - lwd * wi;
+            }
+            if (om1) om1[p + i] = d2h(n1);
+            if (om2) om2[p + i] = d2h(n2);
+            if (ow) ow[p + i] = d2h(wi);
+        }
+    }
+}
+
 static int32_t prep_adamw(opc_call *c, void *plan_v, opc_shape *outs) {
     adamw_plan *p = plan_v;
     int32_t s;
@@ -239,7 +283,8 @@ static int32_t prep_adamw(opc_call *c, void *plan_v, opc_shape *outs) {
     if ((s = one_value(c, AW_LR, OPC_FLOAT, OPC_DOUBLE)) || (s = one_value(c, AW_STEP, OPC_INT64, OPC_INT64)) ||
         (s = one_value(c, AW_US, OPC_BOOL, OPC_BOOL)))
         return s;
-    if ((s = opc_attr_float(c, "alpha", 0.9, &p->alpha, NULL)) || (s = opc_attr_float(c, "beta", 0.999, &p->beta, NULL)) ||
+    if ((s = opc_attr_float(c, "alpha", 0.9, &p->alpha, NULL)) ||
+        (s = opc_attr_float(c, "beta", 0.999, &p->beta, NULL)) ||
         (s = opc_attr_float(c, "epsilon", 1e-8, &p->eps, NULL)) ||
         (s = opc_attr_float(c, "weight_decay", 0.01, &p->wd, NULL)) ||
         (s = opc_attr_int(c, "adam_mode", 0, &p->mode)) || (s = opc_attr_int(c, "correct_bias", 1, &p->bias)))
@@ -305,8 +350,10 @@ static int32_t exec_adamw(opc_call *c, const void *plan_v, opc_tensor *outs) {
                       U1 ? (T *)el_out(U1, i) + a : NULL, U2 ? (T *)el_out(U2, i) + a : NULL, b - a, &k)
     if (p->dtype == OPC_FLOAT)
         FOR_SLICES(total, off, count, nt, AW_PIECE(float, f32));
-    else
+    else if (p->dtype == OPC_DOUBLE)
         FOR_SLICES(total, off, count, nt, AW_PIECE(double, f64));
+    else
+        FOR_SLICES(total, off, count, nt, AW_PIECE(uint16_t, f16));
 #undef AW_PIECE
     free(off);
     return OPC_OK;
@@ -317,14 +364,15 @@ static const char *const AW_IN[] = {"lr", "step", "weights", "gradients", "momen
 static const uint8_t AW_OPT[] = {0, 0, 0, 0, 0, 0, 1};
 static const char *const AW_OUT[] = {"updated_flag", "updated_weights", "updated_momentums_1", "updated_momentums_2"};
 static const char *const AW_ATTR[] = {"alpha", "beta", "epsilon", "weight_decay", "adam_mode", "correct_bias"};
-static const int32_t DT_SEQ[] = {OPC_FLOAT, OPC_DOUBLE};
+static const int32_t DT_SEQ[] = {OPC_FLOAT, OPC_DOUBLE, OPC_FLOAT16};
 
 OPC_DEFINE_OP(AdamWOptimizer) = {
     .desc = {.name = "AdamWOptimizer", OPC_INPUTS(AW_IN, AW_OPT), OPC_OUTPUTS(AW_OUT), OPC_DTYPES(DT_SEQ),
              OPC_ATTRS(AW_ATTR),
              .notes = "one fused AdamW step over the whole list (adam_mode 0: torch AdamW; 1: transformers' former "
-                      "AdamW), out of place, float32 or float64 elements computed in double; weights, gradients and "
-                      "momentums are sequences, updated_flag has step's shape; weight_decay defaults to 0.01"},
+                      "AdamW), out of place, float32, float64 or float16 elements computed in double; weights, "
+                      "gradients and momentums are sequences, updated_flag has step's shape; weight_decay defaults to "
+                      "0.01"},
     .prepare = prep_adamw, .exec = exec_adamw, .check = check_adamw,
     .seq_inputs = 1u << AW_W | 1u << AW_G | 1u << AW_M1 | 1u << AW_M2,
     .seq_outputs = 1u << AW_UW | 1u << AW_UM1 | 1u << AW_UM2};
@@ -346,6 +394,15 @@ typedef struct {
     }
 SGD_LOOP(float, f32)  /* simd: 1 */
 SGD_LOOP(double, f64) /* simd: 1 */
+static void sgd_f16(const uint16_t *w, const uint16_t *g, uint16_t *ow, int64_t n, double lr) {
+    float fw[HALF_BLOCK], fg[HALF_BLOCK];
+    for (int64_t p = 0; p < n; p += HALF_BLOCK) {
+        const int64_t m = n - p < HALF_BLOCK ? n - p : HALF_BLOCK;
+        widen_f16(w + p, fw, m);
+        widen_f16(g + p, fg, m);
+        for (int64_t i = 0; i < m; i++) ow[p + i] = d2h((double)fw[i] - lr * (double)fg[i]);
+    }
+}
 
 static int32_t prep_sgd(opc_call *c, void *plan_v, opc_shape *outs) {
     sgd_plan *p = plan_v;
@@ -385,10 +442,14 @@ static int32_t exec_sgd(opc_call *c, const void *plan_v, opc_tensor *outs) {
         FOR_SLICES(total, off, count, nt,
                    sgd_f32((const float *)el_in(W, i) + a, (const float *)el_in(G, i) + a,
                            (float *)el_out(UW, i) + a, b - a, lr));
-    else
+    else if (p->dtype == OPC_DOUBLE)
         FOR_SLICES(total, off, count, nt,
                    sgd_f64((const double *)el_in(W, i) + a, (const double *)el_in(G, i) + a,
                            (double *)el_out(UW, i) + a, b - a, lr));
+    else
+        FOR_SLICES(total, off, count, nt,
+                   sgd_f16((const uint16_t *)el_in(W, i) + a, (const uint16_t *)el_in(G, i) + a,
+                           (uint16_t *)el_out(UW, i) + a, b - a, lr));
     free(off);
     return OPC_OK;
 }
@@ -399,8 +460,8 @@ static const char *const SG_OUT[] = {"update_completed", "updated_weights"};
 
 OPC_DEFINE_OP(SGDOptimizerV2) = {
     .desc = {.name = "SGDOptimizerV2", OPC_INPUTS(SG_IN, SG_OPT), OPC_OUTPUTS(SG_OUT), OPC_DTYPES(DT_SEQ),
-             .notes = "w - lr * g over the whole list, out of place, float32 or float64 elements computed in double; "
-                      "weights and gradients are sequences, update_completed has lr's shape"},
+             .notes = "w - lr * g over the whole list, out of place, float32, float64 or float16 elements computed in "
+                      "double; weights and gradients are sequences, update_completed has lr's shape"},
     .prepare = prep_sgd, .exec = exec_sgd,
     .seq_inputs = 1u << SG_W | 1u << SG_G, .seq_outputs = 1u << SG_UW};
 
@@ -434,6 +495,26 @@ typedef struct {
     }
 CLIP_LOOPS(float, f32)  /* simd: 1 (scale; the float32 sum of squares widens to double at half width) */
 CLIP_LOOPS(double, f64) /* simd: 2 */
+/* float16: the sum of squares of HALF_BLOCK-element chunks widened to float (fixed chunks: the same bits at any
+ * split), added in order; the scaled values rounded once */
+static double sumsq_f16(const uint16_t *x, int64_t n) {
+    float f[HALF_BLOCK];
+    double sum = 0.0;
+    for (int64_t p = 0; p < n; p += HALF_BLOCK) {
+        const int64_t m = n - p < HALF_BLOCK ? n - p : HALF_BLOCK;
+        widen_f16(x + p, f, m);
+        sum += sumsq_f32(f, m);
+    }
+    return sum;
+}
+static void scale_f16(const uint16_t *x, uint16_t *y, int64_t n, double c) {
+    float f[HALF_BLOCK];
+    for (int64_t p = 0; p < n; p += HALF_BLOCK) {
+        const int64_t m = n - p < HALF_BLOCK ? n - p : HALF_BLOCK;
+        widen_f16(x + p, f, m);
+        for (int64_t i = 0; i < m; i++) y[p + i] = d2h((double)f[i] * c);
+    }
+}
 
 static int32_t prep_clip(opc_call *c, void *plan_v, opc_shape *outs) {
     clip_plan *p = plan_v;
@@ -476,7 +557,7 @@ static int32_t exec_clip(opc_call *c, const void *plan_v, opc_tensor *outs) {
         free(boff);
         return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "out of memory for %lld partial sums", (long long)nblocks);
     }
-    const bool f32 = p->dtype == OPC_FLOAT;
+    const int32_t dt = p->dtype;
     int nt = thread_count(c->threads, total, 65536);
 #pragma omp parallel num_threads(nt)
     {
@@ -489,8 +570,9 @@ static int32_t exec_clip(opc_call *c, const void *plan_v, opc_tensor *outs) {
                 while (boff[i + 1] <= bk) i++;
                 int64_t a = (bk - boff[i]) * NORM_BLOCK, n = elems(G, i);
                 int64_t e = a + NORM_BLOCK < n ? a + NORM_BLOCK : n;
-                part[bk] = f32 ? sumsq_f32((const float *)el_in(G, i) + a, e - a)
-                               : sumsq_f64((const double *)el_in(G, i) + a, e - a);
+                part[bk] = dt == OPC_FLOAT    ? sumsq_f32((const float *)el_in(G, i) + a, e - a)
+                           : dt == OPC_DOUBLE ? sumsq_f64((const double *)el_in(G, i) + a, e - a)
+                                              : sumsq_f16((const uint16_t *)el_in(G, i) + a, e - a);
             }
         }
     }
@@ -499,12 +581,15 @@ static int32_t exec_clip(opc_call *c, const void *plan_v, opc_tensor *outs) {
     const double norm = sqrt(sum);
     const double coef = p->max_norm / (norm + 1e-6);
     if (coef < 1.0 || coef != coef) { /* a NaN coefficient propagates, as min(NaN, 1) = NaN does in the reference */
-        if (f32)
+        if (dt == OPC_FLOAT)
             FOR_SLICES(total, off, count, nt,
                        scale_f32((const float *)el_in(G, i) + a, (float *)el_out(O, i) + a, b - a, coef));
-        else
+        else if (dt == OPC_DOUBLE)
             FOR_SLICES(total, off, count, nt,
                        scale_f64((const double *)el_in(G, i) + a, (double *)el_out(O, i) + a, b - a, coef));
+        else
+            FOR_SLICES(total, off, count, nt,
+                       scale_f16((const uint16_t *)el_in(G, i) + a, (uint16_t *)el_out(O, i) + a, b - a, coef));
     } else {
         const opc_tensor *ins[] = {G};
         opc_tensor *const os[] = {O};

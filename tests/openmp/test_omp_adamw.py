@@ -6,6 +6,7 @@ malformed call rejected with its status, the inputs unchanged, and malformed seq
 element of another dtype, NULL element data) rejected by the library itself."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -14,8 +15,9 @@ from reference.ops.adamw import adamw as ref_adamw
 from .seq_helpers import Raw, copies, elements, flat
 
 OP = "AdamWOptimizer"
-DTYPES = {"float32": np.float32, "float64": np.float64}
-RTOL = {"float32": 2.0 ** -23, "float64": 1e-13}
+DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
+RTOL = {"float32": 2.0 ** -23, "float64": 1e-13, "float16": 2.0 ** -10}
+ATOL = {"float32": 1e-300, "float64": 1e-300, "float16": 2.0 ** -25}  # float16: half its smallest subnormal
 SHAPES = [(7, 5), (13,), (2, 3, 4), (1,), (0,), (33,), ()]
 CONFIGS = [
     dict(adam_mode=0, correct_bias=1, weight_decay=0.01),
@@ -44,7 +46,7 @@ def _close(got, want, dtype, what):
     assert len(got) == len(want)
     for i, (a, b) in enumerate(zip(got, want)):
         assert a.shape == b.shape and a.dtype == np.dtype(dtype)
-        np.testing.assert_allclose(a.astype(np.float64), b, rtol=RTOL[dtype], atol=1e-300, err_msg=f"{what}[{i}]")
+        np.testing.assert_allclose(a.astype(np.float64), b, rtol=RTOL[dtype], atol=ATOL[dtype], err_msg=f"{what}[{i}]")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -141,6 +143,7 @@ def _bad_calls(w, g, m1, m2):
     """(what, inputs, attrs, status, message) of calls the op table's own marshalling can express."""
     lr, step = LR, np.array([1])
     ok = [lr, step, w, g, m1, m2]
+    other = np.float32 if w[0].dtype != np.float32 else np.float64
     return [
         ("empty lists", [lr, step, [], [], [], []], {}, 2, "at least one tensor"),
         ("adam_mode 2", ok, dict(adam_mode=2), 5, "adam_mode"),
@@ -150,9 +153,9 @@ def _bad_calls(w, g, m1, m2):
         ("step -3", [lr, np.array([-3]), w, g, m1, m2], dict(adam_mode=1), 2, "step >= 1"),
         ("lengths differ", [lr, step, w, g[:1], m1, m2], {}, 2, "gradients has 1 tensors, weights has 2"),
         ("shapes differ", [lr, step, w, [g[0].T, g[1]], m1, m2], {}, 2, r"gradients\[0\] has shape \[4, 3\]"),
-        ("element dtypes differ", [lr, step, w, g, m1, [m2[0], m2[1].astype(np.float16)]], {}, 3, "dtype"),
-        ("lists of two dtypes", [lr, step, w, g, m1, [a.astype(np.float16) for a in m2]], {}, 3, "must be equal"),
-        ("float16 lists", [lr, step] + [[a.astype(np.float16) for a in x] for x in (w, g, m1, m2)], {}, 3,
+        ("element dtypes differ", [lr, step, w, g, m1, [m2[0], m2[1].astype(other)]], {}, 3, "dtype"),
+        ("lists of two dtypes", [lr, step, w, g, m1, [a.astype(other) for a in m2]], {}, 3, "must be equal"),
+        ("bfloat16 lists", [lr, step] + [[a.astype(ml_dtypes.bfloat16) for a in x] for x in (w, g, m1, m2)], {}, 3,
          "not supported"),
         ("a tensor for weights", [lr, step, w[0], g, m1, m2], {}, 2, "the op takes a sequence there"),
         ("a sequence for lr", [[lr], step, w, g, m1, m2], {}, 2, "input lr is a sequence"),

@@ -1,7 +1,7 @@
 """InplaceClipGradNorm through the op table (openmp_lib.run with Python lists; csrc/seq_optim.c) against the float64
-reference: the norm summed in double (to 1e-14 of the exact float64 norm of the inputs, read back from the clipped
-float64 gradients), the scaled gradients rounded once; an empty list; in place the same; the same bits at 1-4
-threads; norm_type other than "fro" and malformed calls rejected."""
+reference (float32 and float16 rounded once): the norm summed in double (to 1e-14 of the exact float64 norm of the
+inputs, read back from the clipped float64 gradients), the scaled gradients rounded once; an empty list; in place the
+same; the same bits at 1-4 threads; norm_type other than "fro" and malformed calls rejected."""
 from __future__ import annotations
 
 import math
@@ -14,8 +14,9 @@ from reference.ops.clip_grad_norm import clip_grad_norm as ref_clip
 from .seq_helpers import Raw, copies, elements, flat
 
 OP = "InplaceClipGradNorm"
-DTYPES = {"float32": np.float32, "float64": np.float64}
-RTOL = {"float32": 2.0 ** -23, "float64": 1e-14}
+DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
+RTOL = {"float32": 2.0 ** -23, "float64": 1e-14, "float16": 2.0 ** -11}
+ATOL = {"float32": 1e-300, "float64": 1e-300, "float16": 2.0 ** -25}  # float16: half its smallest subnormal
 
 
 def _exact_norm(lst):
@@ -38,7 +39,7 @@ def test_is_the_reference(lib, rng, dtype, max_norm):
     assert flat([g]) == before
     for a, b in zip(kg, want, strict=True):
         assert a.shape == b.shape and a.dtype == dt
-        np.testing.assert_allclose(a.astype(np.float64), b, rtol=RTOL[dtype], atol=1e-300)
+        np.testing.assert_allclose(a.astype(np.float64), b, rtol=RTOL[dtype], atol=ATOL[dtype])
     norm = _exact_norm(g)
     if dtype == "float64" and 0 < max_norm < norm:  # the kernel's norm, read back: |clipped| = max_norm n / (n + eps)
         assert _exact_norm(kg) == pytest.approx(max_norm * norm / (norm + 1e-6), rel=1e-14)

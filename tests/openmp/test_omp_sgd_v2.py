@@ -1,5 +1,5 @@
 """SGDOptimizerV2 through the op table (openmp_lib.run with Python lists; csrc/seq_optim.c) against the float64
-reference: float32 rounded once, float64 exact; update_completed has lr's shape; update_signal false copies; in place
+reference: float32 and float16 rounded once, float64 exact; update_completed has lr's shape; update_signal false copies; in place
 the same; the same bits at 1-4 threads; malformed calls and sequences rejected."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from reference.ops.sgd_v2 import sgd_v2 as ref_sgd
 from .seq_helpers import Raw, copies, elements, flat
 
 OP = "SGDOptimizerV2"
-DTYPES = {"float32": np.float32, "float64": np.float64}
+DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -82,3 +82,13 @@ def test_malformed_sequences_from_ctypes_are_rejected(lib):
         corrupt(raw)
         for s, m in (raw.infer()[:2], raw.run()):
             assert s == status and msg in m, (s, m)
+
+
+def test_float16_is_rounded_once_not_through_float32(lib):
+    """1 + 2^-11 + 2^-30 lies just above the float16 midpoint of 1 and 1 + 2^-10: rounded once it is 1 + 2^-10;
+    through float32 first (1 + 2^-11, the midpoint exactly) it would round to even, 1."""
+    lr = np.array([2.0 ** -11 + 2.0 ** -30], np.float32)
+    assert float(lr[0]) == 2.0 ** -11 + 2.0 ** -30
+    w, g = [np.ones(20, np.float16)], [-np.ones(20, np.float16)]
+    _, (out,) = lib.run(OP, [lr, w, g])
+    np.testing.assert_array_equal(out, np.float16(1 + 2.0 ** -10))
