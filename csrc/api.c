@@ -63,28 +63,6 @@ static const char *attr_name_at(const opc_op_desc *d, int32_t k) {
     return k < d->n_attrs ? d->attr_names[k] : d->extra_attr_names[k - d->n_attrs];
 }
 
-static int32_t check_tensor(opc_call *c, const opc_tensor *t, const char *what, const char *name) {
-    if (t->rank > OPC_MAX_RANK)
-        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s has rank %d; at most %d is supported",
-                        what, name, (int)t->rank, OPC_MAX_RANK);
-    if (t->rank > 0 && !t->shape)
-        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s has rank %d but a NULL shape", what,
-                        name, (int)t->rank);
-    if (opc_dtype_size(t->dtype) == 0)
-        return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "%s %s has unknown dtype code %d", what, name,
-                        (int)t->dtype);
-    int64_t n = 1;
-    for (int32_t i = 0; i < t->rank; i++) {
-        if (t->shape[i] < 0)
-            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s has negative dimension %lld at axis %d",
-                            what, name, (long long)t->shape[i], (int)i);
-        if (!opc_mul_ok(n, t->shape[i], &n) || n > OPC_MAX_ELEMS)
-            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s is too large (element count overflows)",
-                            what, name);
-    }
-    return OPC_OK;
-}
-
 static int32_t setup(opc_call *c, const char *op, int32_t n_inputs, const opc_tensor *inputs,
                      int32_t n_attrs, const opc_attr *attrs, int32_t n_outputs, char *err,
                      size_t err_len, const opc_op_entry **entry) {
@@ -109,8 +87,22 @@ static int32_t setup(opc_call *c, const char *op, int32_t n_inputs, const opc_te
     c->n_inputs = e->desc.n_inputs;
     for (int32_t i = 0; i < n_inputs; i++) {
         const opc_tensor *t = &inputs[i];
+        const bool seq = (e->seq_inputs >> i) & 1u;
+        if (t->rank == OPC_SEQUENCE) {
+            if (!seq)
+                return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "input %s is a sequence; the op takes a tensor there",
+                                e->desc.input_names[i]);
+            int32_t s = opc_check_sequence(c, t, "input", e->desc.input_names[i], NULL);
+            if (s) return s;
+            c->in[i] = t;
+            continue;
+        }
         if (t->rank < 0 || !t->data) continue;
-        int32_t s = check_tensor(c, t, "input", e->desc.input_names[i]);
+        if (seq)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT,
+                            "input %s is a tensor (rank %d); the op takes a sequence there (rank OPC_SEQUENCE)",
+                            e->desc.input_names[i], (int)t->rank);
+        int32_t s = opc_check_dense(c, t, "input", e->desc.input_names[i]);
         if (s) return s;
         c->in[i] = t;
     }
@@ -206,6 +198,22 @@ int32_t opc_run(const char *op, int32_t n_inputs, const opc_tensor *inputs, int3
         opc_tensor *o = &outputs[i];
         if (!o->data) continue;
         const opc_shape *w = &shapes[i];
+        if (w->rank == OPC_SEQUENCE || o->rank == OPC_SEQUENCE) {
+            if (w->rank != OPC_SEQUENCE || o->rank != OPC_SEQUENCE)
+                return opc_fail(&c, OPC_ERR_OUTPUT_MISMATCH, "output %d (%s) must be a %s, got a %s", (int)i,
+                                e->desc.output_names[i], w->rank == OPC_SEQUENCE ? "sequence" : "tensor",
+                                o->rank == OPC_SEQUENCE ? "sequence" : "tensor");
+            if (o->dtype != w->dtype)
+                return opc_fail(&c, OPC_ERR_OUTPUT_MISMATCH, "output %d (%s) must be a sequence of %s, got %s",
+                                (int)i, e->desc.output_names[i], opc_dtype_name(w->dtype), opc_dtype_name(o->dtype));
+            const int64_t m = w->shape[0];
+            if (m < 0 || m >= c.n_inputs || !c.in[m] || c.in[m]->rank != OPC_SEQUENCE)
+                return opc_fail(&c, OPC_ERR_INTERNAL, "output %d (%s) mirrors no input sequence", (int)i,
+                                e->desc.output_names[i]);
+            s = opc_check_sequence(&c, o, "output", e->desc.output_names[i], c.in[m]);
+            if (s) return s;
+            continue;
+        }
         bool ok = o->dtype == w->dtype && o->rank == w->rank && (o->rank == 0 || o->shape);
         for (int32_t k = 0; ok && k < o->rank; k++) ok = o->shape[k] == w->shape[k];
         if (!ok) {

@@ -74,6 +74,78 @@ const char *opc_shape_str(const opc_tensor *t, char *buf, size_t len) {
     return opc_dims_str(t->shape, t->rank, buf, len);
 }
 
+int32_t opc_check_dense(opc_call *c, const opc_tensor *t, const char *what, const char *name) {
+    if (t->rank < 0 || t->rank > OPC_MAX_RANK)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s has rank %d; at most %d is supported (and at least 0)",
+                        what, name, (int)t->rank, OPC_MAX_RANK);
+    if (t->rank > 0 && !t->shape)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s has rank %d but a NULL shape", what,
+                        name, (int)t->rank);
+    if (opc_dtype_size(t->dtype) == 0)
+        return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "%s %s has unknown dtype code %d", what, name,
+                        (int)t->dtype);
+    int64_t n = 1;
+    for (int32_t i = 0; i < t->rank; i++) {
+        if (t->shape[i] < 0)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s has negative dimension %lld at axis %d",
+                            what, name, (long long)t->shape[i], (int)i);
+        if (!opc_mul_ok(n, t->shape[i], &n) || n > OPC_MAX_ELEMS)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s is too large (element count overflows)",
+                            what, name);
+    }
+    return OPC_OK;
+}
+
+void opc_seq_output(opc_shape *out, int32_t dtype, int32_t input) {
+    memset(out, 0, sizeof *out);
+    out->dtype = dtype;
+    out->rank = OPC_SEQUENCE;
+    out->shape[0] = input;
+}
+
+int32_t opc_check_sequence(opc_call *c, const opc_tensor *t, const char *what, const char *name,
+                           const opc_tensor *like) {
+    const int32_t bad = like ? OPC_ERR_OUTPUT_MISMATCH : OPC_ERR_INVALID_ARGUMENT;
+    if (!t->shape)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s is a sequence with a NULL shape (its element count)", what,
+                        name);
+    const int64_t n = t->shape[0];
+    if (n < 0 || n > OPC_MAX_SEQUENCE)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s is a sequence of %lld elements; 0 to %lld are allowed",
+                        what, name, (long long)n, (long long)OPC_MAX_SEQUENCE);
+    if (opc_dtype_size(t->dtype) == 0)
+        return opc_fail(c, OPC_ERR_UNSUPPORTED_DTYPE, "%s %s is a sequence of unknown dtype code %d", what, name,
+                        (int)t->dtype);
+    if (n > 0 && !t->data)
+        return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s is a sequence of %lld elements with NULL data", what, name,
+                        (long long)n);
+    if (like && n != like->shape[0])
+        return opc_fail(c, bad, "%s %s must be a sequence of %lld elements (as the input it mirrors), got %lld", what,
+                        name, (long long)like->shape[0], (long long)n);
+    const opc_tensor *el = t->data;
+    char ename[96], a[200], b[200];
+    for (int64_t i = 0; i < n; i++) {
+        const opc_tensor *x = &el[i];
+        snprintf(ename, sizeof ename, "%s[%lld]", name, (long long)i);
+        if (x->rank < 0)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s has rank %d: a sequence's elements are tensors", what,
+                            ename, (int)x->rank);
+        int32_t s = opc_check_dense(c, x, what, ename);
+        if (s) return s;
+        if (x->dtype != t->dtype)
+            return opc_fail(c, like ? OPC_ERR_OUTPUT_MISMATCH : OPC_ERR_UNSUPPORTED_DTYPE,
+                            "%s %s has dtype %s; the sequence's elements are %s", what, ename,
+                            opc_dtype_name(x->dtype), opc_dtype_name(t->dtype));
+        if (!x->data && opc_numel(x) > 0)
+            return opc_fail(c, OPC_ERR_INVALID_ARGUMENT, "%s %s has %lld elements and NULL data", what, ename,
+                            (long long)opc_numel(x));
+        if (like && !opc_same_shape(x, opc_seq_at(like, i)))
+            return opc_fail(c, OPC_ERR_OUTPUT_MISMATCH, "%s %s must have shape %s, got %s", what, ename,
+                            opc_shape_str(opc_seq_at(like, i), a, sizeof a), opc_shape_str(x, b, sizeof b));
+    }
+    return OPC_OK;
+}
+
 void opc_shape_from(opc_shape *s, const opc_tensor *t) {
     s->dtype = t->dtype;
     s->rank = t->rank;

@@ -47,6 +47,11 @@ typedef struct {
     opc_prepare_fn prepare;
     opc_exec_fn exec;
     opc_check_fn check; /* NULL: no value of an input can make the call invalid */
+    /* Bit i set: input / output i is a sequence (opconform_kernels.h, OPC_SEQUENCE). The dispatcher validates a
+     * sequence input whole (count, elements, dtypes, shapes) and rejects a sequence where a tensor is expected and
+     * the reverse; prepare writes a sequence output's opc_shape with opc_seq_output, and opc_run checks the caller's
+     * sequence output against the mirrored input's elements before exec. */
+    uint32_t seq_inputs, seq_outputs;
 } opc_op_entry;
 
 /* An op's registry entry, defined once in the op's own C file next to its kernel (with its signature
@@ -88,6 +93,17 @@ int32_t opc_attr_string(opc_call *c, const char *name, const char *dflt, const c
 int32_t opc_attr_strings(opc_call *c, const char *name, const char *const **out, int64_t *n);
 
 /* tensors ----------------------------------------------------------------------------------- */
+/* sequences (validated by the dispatcher: count >= 0, elements dense tensors of the sequence's dtype) */
+static inline int64_t opc_seq_count(const opc_tensor *s) { return s->shape[0]; }
+static inline const opc_tensor *opc_seq_at(const opc_tensor *s, int64_t i) { return &((const opc_tensor *)s->data)[i]; }
+/* outs[k] = a sequence of dtype `dtype` whose elements mirror input sequence `input`'s */
+void opc_seq_output(opc_shape *out, int32_t dtype, int32_t input);
+/* A sequence argument whole: what (input/output) and name in the messages. With `like` (an output's mirrored
+ * input), the count and every element's dtype and shape must equal like's (OPC_ERR_OUTPUT_MISMATCH). */
+int32_t opc_check_sequence(opc_call *c, const opc_tensor *t, const char *what, const char *name,
+                           const opc_tensor *like);
+/* A tensor argument's rank, shape and dtype code (rank <= OPC_MAX_RANK, dims >= 0, element count in range). */
+int32_t opc_check_dense(opc_call *c, const opc_tensor *t, const char *what, const char *name);
 int64_t opc_numel(const opc_tensor *t); /* shape checked already by the dispatcher */
 size_t opc_dtype_size(int32_t dtype);
 const char *opc_dtype_name(int32_t dtype);

@@ -13,7 +13,7 @@
  *      everything, including that every wanted output has exactly the inferred dtype and shape.
  *
  * Tensors are dense, C-contiguous, row-major. Inputs are given in the op's positional order
- * (as in the ONNX / com.microsoft node). An absent optional input has rank < 0 or data == NULL.
+ * (as in the ONNX / com.microsoft node). An absent optional input has rank < 0 (not OPC_SEQUENCE) or data == NULL.
  * An output with data == NULL is not wanted and is not computed; a call is validated the same way
  * whatever outputs it wants, none included (indices, labels and other values the op reads through
  * are checked by opc_run, not by opc_infer). Outputs must not overlap inputs or each other.
@@ -68,10 +68,30 @@ enum {
 /* A tensor: dtype + rank + shape + data. */
 typedef struct {
     int32_t dtype;         /* OPC_FLOAT, ... */
-    int32_t rank;          /* < 0: absent */
+    int32_t rank;          /* < 0: absent (OPC_SEQUENCE excepted: a sequence, below) */
     const int64_t *shape;  /* rank entries, each >= 0 (may be NULL when rank == 0) */
     void *data;            /* NULL: absent input / unwanted output */
 } opc_tensor;
+
+/* A sequence (ONNX seq(tensor(T)), a list of tensors: the inputs and outputs of AdamWOptimizer, SGDOptimizerV2,
+ * InplaceClipGradNorm) travels as one opc_tensor with
+ *     rank  == OPC_SEQUENCE,
+ *     dtype =  the element dtype (every element has exactly it),
+ *     shape -> ONE int64: the element count (>= 0, at most OPC_MAX_SEQUENCE),
+ *     data  -> an array of that many opc_tensor elements, each an ordinary dense tensor (rank 0..OPC_MAX_RANK,
+ *              data != NULL unless it has no element); data may be NULL only when the count is 0.
+ * A sequence input is present whatever its count (rank -1 stays "absent"). The ops declare which inputs and outputs
+ * are sequences: a sequence where a tensor is expected, a tensor where a sequence is, a nested sequence, an element
+ * of another dtype, a negative count, a NULL shape, or NULL element data with elements are rejected with
+ * OPC_ERR_INVALID_ARGUMENT (OPC_ERR_UNSUPPORTED_DTYPE for a dtype). opc_infer describes a sequence output as an
+ * opc_shape with rank == OPC_SEQUENCE, dtype = the element dtype and shape[0] = the index of the input sequence
+ * whose element count and element shapes the output's elements have (every sequence output mirrors an input).
+ * A wanted sequence output (data != NULL) is a sequence the caller allocated accordingly; opc_run checks its count
+ * and every element's dtype and shape (OPC_ERR_OUTPUT_MISMATCH). A sequence output's element may be the very memory
+ * of the element of the input it mirrors (an in-place update: the kernels read an element before writing it);
+ * otherwise outputs must not overlap inputs or each other. */
+#define OPC_SEQUENCE (-2)
+#define OPC_MAX_SEQUENCE ((int64_t)1 << 31)
 
 /* Attribute kinds. */
 enum {
@@ -97,7 +117,8 @@ typedef struct {
     const char *const *strings;  /* STRINGS */
 } opc_attr;
 
-/* An output description filled by opc_infer. */
+/* An output description filled by opc_infer (a sequence output: rank OPC_SEQUENCE, shape[0] the index of the
+ * input sequence it mirrors; see opc_tensor). */
 typedef struct {
     int32_t dtype;
     int32_t rank;

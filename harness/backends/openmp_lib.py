@@ -18,8 +18,9 @@ Main entry point::
 
     run(op, inputs, attrs, want_outputs=None, threads=1) -> list[np.ndarray | None]
 
-``inputs`` follow the op's positional (ONNX node) order, ``None`` for an absent optional input;
-failures raise :class:`KernelError` carrying the C status code and message. The module-level
+``inputs`` follow the op's positional (ONNX node) order, ``None`` for an absent optional input, a Python list
+(or tuple) of arrays for a sequence input (AdamWOptimizer's weights, ...: the C ABI's OPC_SEQUENCE); a sequence
+output comes back as a list of arrays. Failures raise :class:`KernelError` carrying the C status code and message. The module-level
 functions use the level selected above; :func:`use` switches it within a process (tests run every
 level the CPU has).
 """
@@ -52,6 +53,7 @@ _ISA_CPU_FLAGS = {
 ISA_DESCRIPTIONS = {"baseline": "x86-64 (SSE2)", "avx2": "x86-64-v3 (AVX2 + FMA)",
                     "avx512": "x86-64-v4 (AVX-512)"}
 MAX_RANK = 12
+SEQUENCE = -2  # opc_tensor.rank of a sequence (OPC_SEQUENCE); shape -> its count, data -> its opc_tensor elements
 
 _DTYPE_CODES: dict[np.dtype, int] = {
     np.dtype(np.float32): 1,
@@ -407,9 +409,12 @@ class _Call:
         for i, (name, value) in enumerate(attrs.items()):
             self._attr(self.attrs[i], name, value)
 
-    def _tensor(self, t: _Tensor, x: np.ndarray | None) -> None:
+    def _tensor(self, t: _Tensor, x: np.ndarray | Sequence[np.ndarray] | None) -> None:
         if x is None:
             t.rank, t.data, t.dtype = -1, None, 0
+            return
+        if isinstance(x, (list, tuple)):
+            self._sequence(t, x)
             return
         x = np.asarray(x)
         code = _DTYPE_CODES.get(x.dtype)
@@ -421,6 +426,20 @@ class _Call:
         self.keep += [x, shape]
         t.dtype, t.rank, t.shape = code, x.ndim, shape
         t.data = x.__array_interface__["data"][0] or ctypes.addressof(shape)  # never NULL if present
+
+    def _sequence(self, t: _Tensor, xs: Sequence[np.ndarray]) -> None:
+        """A list of arrays as an OPC_SEQUENCE: its elements marshalled as tensors (every buffer kept alive); the
+        element dtype is the first element's (float32 for an empty list); the C side checks they agree."""
+        elements = (_Tensor * max(1, len(xs)))()
+        for k, x in enumerate(xs):
+            if x is None or isinstance(x, (list, tuple)):
+                raise KernelError(2, "OPC_ERR_INVALID_ARGUMENT", f"sequence element {k} is not an array")
+            self._tensor(elements[k], x)
+        count = (ctypes.c_int64 * 1)(len(xs))
+        self.keep += [elements, count]
+        t.dtype = elements[0].dtype if xs else _DTYPE_CODES[np.dtype(np.float32)]
+        t.rank, t.shape = SEQUENCE, count
+        t.data = ctypes.addressof(elements)
 
     def _attr(self, a: _Attr, name: str, value: Any) -> None:
         bname = name.encode()
@@ -460,9 +479,19 @@ def _raise(lib: ctypes.CDLL, status: int, err: ctypes.Array) -> None:
     raise KernelError(status, lib.opc_status_name(status).decode(), err.value.decode(errors="replace"))
 
 
+def _mirrored(inputs: Sequence[Any], op: str, i: int, s: _Shape) -> list[tuple[int, ...]]:
+    """The element shapes of sequence output i: those of the input sequence s.shape[0] names."""
+    k = int(s.shape[0])
+    src = inputs[k] if 0 <= k < len(inputs) else None
+    if not isinstance(src, (list, tuple)):
+        raise KernelError(9, "OPC_ERR_INTERNAL", f"{op}: output {i} mirrors input {k}, which is not a sequence")
+    return [tuple(np.shape(x)) for x in src]
+
+
 def infer(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, Any] | None = None
-          ) -> list[tuple[np.dtype, tuple[int, ...]]]:
-    """Output dtypes and shapes as the library computes them (raises KernelError if invalid)."""
+          ) -> list[tuple[np.dtype, tuple[int, ...] | list[tuple[int, ...]]]]:
+    """Output dtypes and shapes as the library computes them (raises KernelError if invalid); a sequence output's
+    entry is (element dtype, [each element's shape]): a list where a tensor's is a tuple."""
     lib = load()
     call = _Call(inputs, attrs)
     n_out = _n_outputs(lib, op)
@@ -472,7 +501,8 @@ def infer(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, Any]
                            err, len(err))
     if status:
         _raise(lib, status, err)
-    return [(_CODE_DTYPES[s.dtype], tuple(s.shape[: s.rank])) for s in shapes[:n_out]]
+    return [(_CODE_DTYPES[s.dtype], _mirrored(inputs, op, i, s) if s.rank == SEQUENCE else tuple(s.shape[: s.rank]))
+            for i, s in enumerate(shapes[:n_out])]
 
 
 def _n_outputs(lib: ctypes.CDLL, op: str) -> int:
@@ -489,10 +519,36 @@ def run(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, Any] |
 
     ``out`` may give preallocated C-contiguous output arrays (None entries are allocated), e.g. for
     benchmarks that should not time page faults of fresh allocations; their dtype and shape must be
-    the inferred ones (else KernelError OPC_ERR_OUTPUT_MISMATCH).
+    the inferred ones (else KernelError OPC_ERR_OUTPUT_MISMATCH). A sequence output is a list of arrays (given:
+    a list of writeable C-contiguous arrays, which may be the input sequence's own arrays: an in-place update).
     """
     call, arrays = prepare(op, inputs, attrs, want_outputs, threads, out)
     call()
+    return arrays
+
+
+def _sequence_output(call: _Call, t: _Tensor, op: str, i: int, s: _Shape, inputs: Sequence[Any],
+                     given: Sequence[np.ndarray] | None) -> list[np.ndarray]:
+    """Sequence output i as a list of arrays shaped like the mirrored input's elements (or the given ones), set
+    into t as an OPC_SEQUENCE whose buffers `call` keeps alive."""
+    shapes = _mirrored(inputs, op, i, s)
+    if given is not None:
+        if not isinstance(given, (list, tuple)) or not all(
+                isinstance(a, np.ndarray) and a.flags.c_contiguous and a.flags.writeable for a in given):
+            raise KernelError(8, "OPC_ERR_OUTPUT_MISMATCH",
+                              f"{op}: out[{i}] must be a list of writeable C-contiguous numpy arrays")
+        arrays = given if isinstance(given, list) else list(given)
+    else:
+        arrays = [np.empty(shape, dtype=_CODE_DTYPES[s.dtype]) for shape in shapes]
+    elements = (_Tensor * max(1, len(arrays)))()
+    for k, a in enumerate(arrays):
+        dims = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
+        call.keep += [dims, a]
+        elements[k].dtype, elements[k].rank, elements[k].shape = _DTYPE_CODES.get(a.dtype, 0), a.ndim, dims
+        elements[k].data = a.__array_interface__["data"][0] or ctypes.addressof(dims)
+    count = (ctypes.c_int64 * 1)(len(arrays))
+    call.keep += [elements, count]
+    t.dtype, t.rank, t.shape, t.data = s.dtype, SEQUENCE, count, ctypes.addressof(elements)
     return arrays
 
 
@@ -524,6 +580,9 @@ def prepare(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, An
             continue
         s = shapes[i]
         given = out[i] if out is not None and i < len(out) else None
+        if s.rank == SEQUENCE:
+            arrays.append(_sequence_output(call, outs[i], op, i, s, inputs, given))
+            continue
         if given is not None:
             if not (isinstance(given, np.ndarray) and given.flags.c_contiguous and given.flags.writeable):
                 raise KernelError(8, "OPC_ERR_OUTPUT_MISMATCH",

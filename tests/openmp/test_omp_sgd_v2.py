@@ -1,5 +1,6 @@
-"""The SGDOptimizerV2 list kernel (opc_sgd_v2_f32/_f64) against the float64 reference: float32 rounded once,
-float64 exact; the same bits at 1-4 threads; malformed calls rejected."""
+"""SGDOptimizerV2 through the op table (openmp_lib.run with Python lists; csrc/seq_optim.c) against the float64
+reference: float32 and float16 rounded once, float64 exact; update_completed has lr's shape; update_signal false copies; in place
+the same; the same bits at 1-4 threads; malformed calls and sequences rejected."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,22 +8,34 @@ import pytest
 
 from reference.ops.sgd_v2 import sgd_v2 as ref_sgd
 
-from . import seq_optim_lib as so
+from .seq_helpers import Raw, copies, elements, flat
 
-DTYPES = {"float32": np.float32, "float64": np.float64}
+OP = "SGDOptimizerV2"
+DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_is_the_reference_rounded_once(lib, rng, dtype):
     dt = DTYPES[dtype]
     shapes = [(7, 5), (13,), (), (0,), (2, 3, 4)]
-    w = [rng.normal(0, 1, s).astype(dt) for s in shapes]
-    g = [rng.normal(0, 1, s).astype(dt) for s in shapes]
-    _, want = ref_sgd(np.array([0.1]), w, g)
-    kw = [a.copy() for a in w]
-    so.sgd_v2(kw, g, lr=0.1)
-    for a, b in zip(kw, want):
+    w = [np.array(rng.normal(0, 1, s), dt) for s in shapes]
+    g = [np.array(rng.normal(0, 1, s), dt) for s in shapes]
+    lr = np.array([0.1], np.float32)
+    flag, want = ref_sgd(lr, w, g)
+    before = flat([w, g])
+    done, kw = lib.run(OP, [lr, w, g])
+    assert flat([w, g]) == before
+    assert done.shape == flag.shape and done.dtype == bool and done[0]
+    for a, b in zip(kw, want, strict=True):
+        assert a.shape == b.shape
         np.testing.assert_array_equal(a, b.astype(dt))  # one rounding of the double result
+    # in place: the weights' own arrays as the output
+    iw = copies(w)
+    lib.run(OP, [lr, iw, g], out=[None, iw])
+    assert flat([iw]) == flat([kw])
+    # update_signal false: a copy, flag false (with lr's shape)
+    done, kw = lib.run(OP, [np.array(0.1, np.float32), w, g, np.array([False])])
+    assert done.shape == () and not done and flat([kw]) == flat([w])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -33,21 +46,49 @@ def test_thread_counts_give_the_same_bits(lib, rng, dtype):
     outs = []
     with lib.force_split():
         for t in (1, 2, 3, 4):
-            kw = [a.copy() for a in w]
-            so.sgd_v2(kw, g, lr=0.3, threads=t)
-            outs.append(b"".join(a.tobytes() for a in kw))
+            outs.append(flat([lib.run(OP, [np.array([0.3], np.float32), w, g], threads=t)[1]]))
     assert all(o == outs[0] for o in outs[1:])
 
 
-@pytest.mark.parametrize("kwargs, msg", [
-    (dict(count=0), "at least one tensor"),
-    (dict(count=-5), "negative"),
-    (dict(sizes=[-2, 3]), "out of range"),
-])
-def test_malformed_calls_are_rejected(lib, kwargs, msg):
+@pytest.mark.parametrize("inputs, status, msg", [
+    (lambda w: [w, [], []], 2, "at least one tensor"),
+    (lambda w: [w, w, w[:1]], 2, "gradients has 1 tensors, weights has 2"),
+    (lambda w: [w, w, [w[0], np.zeros(4, np.float32)]], 2, r"gradients\[1\] has shape \[4\], weights\[1\] has \[3\]"),
+    (lambda w: [w, w, [a.astype(np.float64) for a in w]], 3, "must be equal"),
+    (lambda w: [w, w[0], w], 2, "input weights is a tensor"),
+    (lambda w: [np.array([0.1, 0.2], np.float32), w, w], 2, "exactly one value"),
+    (lambda w: [w, None, w], 2, "weights"),
+], ids=["empty", "lengths", "shapes", "dtypes", "tensor", "lr-two-values", "missing"])
+def test_malformed_calls_are_rejected(lib, inputs, status, msg):
     w = [np.zeros(2, np.float32), np.zeros(3, np.float32)]
-    with pytest.raises(so.KernelError, match=msg) as e:
-        so.sgd_v2(w, [a.copy() for a in w], lr=0.1, check_shapes=False, **kwargs)
-    assert e.value.status == 2
-    with pytest.raises(so.KernelError, match="weights is NULL"):
-        so.sgd_v2(None, w, lr=0.1, sizes=[2, 3], check_shapes=False)
+    args = inputs(w)
+    if args[0] is w:
+        args[0] = np.array([0.1], np.float32)
+    with pytest.raises(lib.KernelError, match=msg) as e:
+        lib.run(OP, args)
+    assert e.value.status == status
+
+
+def test_malformed_sequences_from_ctypes_are_rejected(lib):
+    w = [np.zeros(2, np.float32), np.zeros(3, np.float32)]
+    for corrupt, status, msg in [
+        (lambda r: r.inputs[1].shape.__setitem__(0, -5), 2, "sequence of -5 elements"),
+        (lambda r: elements(r.inputs[2]).__getitem__(0).shape.__setitem__(0, -2), 2, "negative dimension -2"),
+        (lambda r: setattr(elements(r.inputs[2])[1], "dtype", 7), 3, "gradients[1] has dtype int64"),
+        (lambda r: setattr(r.inputs[1], "data", None), 2, "weights is a sequence of 2 elements with NULL data"),
+        (lambda r: setattr(elements(r.inputs[1])[1], "data", None), 2, "weights[1] has 3 elements and NULL data"),
+    ]:
+        raw = Raw(OP, [np.array([0.1], np.float32), w, copies(w)], outputs=[None, copies(w)])
+        corrupt(raw)
+        for s, m in (raw.infer()[:2], raw.run()):
+            assert s == status and msg in m, (s, m)
+
+
+def test_float16_is_rounded_once_not_through_float32(lib):
+    """1 + 2^-11 + 2^-30 lies just above the float16 midpoint of 1 and 1 + 2^-10: rounded once it is 1 + 2^-10;
+    through float32 first (1 + 2^-11, the midpoint exactly) it would round to even, 1."""
+    lr = np.array([2.0 ** -11 + 2.0 ** -30], np.float32)
+    assert float(lr[0]) == 2.0 ** -11 + 2.0 ** -30
+    w, g = [np.ones(20, np.float16)], [-np.ones(20, np.float16)]
+    _, (out,) = lib.run(OP, [lr, w, g])
+    np.testing.assert_array_equal(out, np.float16(1 + 2.0 ** -10))

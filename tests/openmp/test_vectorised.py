@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 CSRC = ROOT / "csrc"
-SOURCES = ["eltwise.c", "softmax.c", "dropout.c", "sce_loss_grad.c", "half_blocks.h"]
+SOURCES = ["eltwise.c", "softmax.c", "dropout.c", "sce_loss_grad.c", "half_blocks.h", "seq_optim.c"]
 # a header's marked loops are checked in the report of a file that includes it
 COMPILED_AS = {"half_blocks.h": "eltwise.c"}
 # Bytes per vector of a level's main loops (GCC's epilogues use half; avx512 builds use zmm).
