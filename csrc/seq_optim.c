@@ -528,6 +528,8 @@ static int32_t prep_clip(opc_call *c, void *plan_v, opc_shape *outs) {
         return s;
     if (strcmp(norm_type, "fro") != 0)
         return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "norm_type '%s' is not supported: only 'fro'", norm_type);
+    if (!(p->max_norm >= 0.0)) /* a negative one would flip every gradient's sign; NaN compares false too */
+        return opc_fail(c, OPC_ERR_INVALID_ATTRIBUTE, "max_norm %g must be >= 0", p->max_norm);
     p->dtype = c->in[0]->dtype;
     opc_seq_output(&outs[0], p->dtype, 0);
     return OPC_OK;
