@@ -106,17 +106,6 @@ int32_t opc_prep_adam(opc_call *c, void *plan_v, opc_shape *outs) {
     return OPC_OK;
 }
 
-/* double -> float16 rounded once: round to odd at float precision (29 extra bits), then float -> float16 */
-static uint16_t f64_to_f16(double x) {
-    float f = (float)x;
-    if ((double)f != x && isfinite(f)) {
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        if (!(u & 1u)) f = nextafterf(f, x > (double)f ? INFINITY : -INFINITY);
-    }
-    return opc_f32_to_f16(f);
-}
-
 /* One NaN for every NaN result: which operand's NaN an IEEE operation returns depends on the operand order, and
  * the vectorised loops' scalar peel (set by the buffers' alignment) orders them otherwise; canonical NaNs keep the
  * bits the same whatever the outputs asked for and the thread split. */
@@ -186,7 +175,7 @@ static inline double canon(double x) { return x == x ? x : NAN; }
                 m2o[i] = (T)canon(b);                                                                           \
                 if (wo) wo[i] = (T)canon(wv + d);                                                               \
                 if (go) go[i] = (T)canon(d);                                                                    \
-                mpo[i] = f64_to_f16(canon(wv + d));                                                             \
+                mpo[i] = opc_f64_to_f16(canon(wv + d));                                                         \
             }                                                                                                   \
             return;                                                                                             \
         }                                                                                                       \
@@ -242,7 +231,7 @@ int32_t opc_exec_adam(opc_call *c, const void *plan_v, opc_tensor *outs) {
             else /* no copy given: the weights in float16, as after a step */
                 for (int64_t i = 0; i < p->n; i++)
                     ((uint16_t *)outs[OUT_MP].data)[i] =
-                        f64_to_f16(p->dtype == OPC_FLOAT ? (double)((const float *)c->in[IN_W]->data)[i]
+                        opc_f64_to_f16(p->dtype == OPC_FLOAT ? (double)((const float *)c->in[IN_W]->data)[i]
                                                          : ((const double *)c->in[IN_W]->data)[i]);
         }
         return OPC_OK;

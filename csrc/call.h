@@ -239,4 +239,16 @@ static inline uint16_t opc_f32_to_f16(float f) {
 }
 #endif
 
+/* double -> float16 rounded once (not twice, via float): round to odd at float precision (29 extra bits), then
+ * float -> float16 (round to nearest even). Needs math.h (isfinite, nextafterf, INFINITY). */
+static inline uint16_t opc_f64_to_f16(double x) {
+    float f = (float)x;
+    if ((double)f != x && isfinite(f)) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if (!(u & 1u)) f = nextafterf(f, x > (double)f ? INFINITY : -INFINITY);
+    }
+    return opc_f32_to_f16(f);
+}
+
 #endif

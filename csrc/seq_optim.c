@@ -89,17 +89,6 @@ static double real_value(const opc_tensor *t) {
     return t->dtype == OPC_FLOAT ? (double)*(const float *)t->data : *(const double *)t->data;
 }
 
-/* double -> float16 rounded once: round to odd at float precision (29 extra bits), then float -> float16 (RNE) */
-static inline uint16_t d2h(double x) {
-    float f = (float)x;
-    if ((double)f != x && isfinite(f)) {
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        if (!(u & 1u)) f = nextafterf(f, x > (double)f ? INFINITY : -INFINITY);
-    }
-    return opc_f32_to_f16(f);
-}
-
 /* update_signal absent or true */
 static bool signal_on(const opc_tensor *t) { return !t || *(const uint8_t *)t->data != 0; }
 
@@ -266,9 +255,9 @@ static void adamw_piece_f16(int64_t mode, const uint16_t *w, const uint16_t *g, 
                 wi = wi - ss * n1 / (sqrt(n2) + eps);
                 wi = wi - lwd * wi;
             }
-            if (om1) om1[p + i] = d2h(n1);
-            if (om2) om2[p + i] = d2h(n2);
-            if (ow) ow[p + i] = d2h(wi);
+            if (om1) om1[p + i] = opc_f64_to_f16(n1);
+            if (om2) om2[p + i] = opc_f64_to_f16(n2);
+            if (ow) ow[p + i] = opc_f64_to_f16(wi);
         }
     }
 }
@@ -400,7 +389,7 @@ static void sgd_f16(const uint16_t *w, const uint16_t *g, uint16_t *ow, int64_t 
         const int64_t m = n - p < HALF_BLOCK ? n - p : HALF_BLOCK;
         widen_f16(w + p, fw, m);
         widen_f16(g + p, fg, m);
-        for (int64_t i = 0; i < m; i++) ow[p + i] = d2h((double)fw[i] - lr * (double)fg[i]);
+        for (int64_t i = 0; i < m; i++) ow[p + i] = opc_f64_to_f16((double)fw[i] - lr * (double)fg[i]);
     }
 }
 
@@ -512,7 +501,7 @@ static void scale_f16(const uint16_t *x, uint16_t *y, int64_t n, double c) {
     for (int64_t p = 0; p < n; p += HALF_BLOCK) {
         const int64_t m = n - p < HALF_BLOCK ? n - p : HALF_BLOCK;
         widen_f16(x + p, f, m);
-        for (int64_t i = 0; i < m; i++) y[p + i] = d2h((double)f[i] * c);
+        for (int64_t i = 0; i < m; i++) y[p + i] = opc_f64_to_f16((double)f[i] * c);
     }
 }
 

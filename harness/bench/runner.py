@@ -31,7 +31,7 @@ from harness.backends.base import Request
 from harness.bench.allocator import warm_allocator
 from harness.bench.limits import sgemm_gflops, triad_call, triad_gbs
 from harness.bench.workloads import ELEMENTWISE_SIZES, Workload, WorkloadError, workloads
-from harness.core import dtypes
+from harness.core import dtypes, sequences
 from harness.core.timing import QUICK, Budget, median_and_spread, repeat
 from harness.run import environment
 
@@ -318,9 +318,10 @@ def cast_inputs(spec, inputs: list, dtype: str) -> list:
     """The drawn float32 inputs in the case dtype `dtype`: each float input takes the dtype the spec binds it
     to (LayerNormalizationGrad's statistics stay float32 for float16 data); integer and bool inputs stay."""
     def cast(tensor, value):
-        if value is None or value.dtype.kind != "f":
+        element = None if value is None else sequences.dtype_of(value)  # a sequence: its elements' (None when empty)
+        if element is None or element.kind != "f":
             return value
-        return value.astype(dtypes.NUMPY[spec.dtype_of(tensor, dtype)])
+        return sequences.astype(value, dtypes.NUMPY[spec.dtype_of(tensor, dtype)])
     return [cast(t, v) for t, v in zip(spec.inputs, inputs)]
 
 
