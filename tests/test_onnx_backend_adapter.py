@@ -9,6 +9,7 @@ import pytest
 from harness import backends as registry
 from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
 from harness.backends.onnx_backend import OnnxBackendAdapter, parse
+from harness.core import sequences
 from harness.core.cases import expand
 from harness.run.engine import matching_divergences, prepare, request_for
 from harness.run.rundir import read_results
@@ -114,6 +115,8 @@ def test_onnxruntime_backend_is_the_ort_backend_bitwise_on_every_ci_case(catalog
                 for a, b, output in zip(mine.values, theirs.values, spec.outputs):
                     assert (a is None) == (b is None), where
                     if a is not None:
+                        assert sequences.shape_of(a) == sequences.shape_of(b), where  # a sequence: the same element shapes
+                        a, b = sequences.flat(a), sequences.flat(b)  # and the same values, joined
                         assert a.dtype == b.dtype and a.shape == b.shape, where
                         assert output.name in undefined or np.array_equal(a, b, equal_nan=True), where
             compared += 1

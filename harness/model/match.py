@@ -123,11 +123,16 @@ def _shown(shape) -> str:
 
 def contract_problems(spec: Spec, node: NodeConfig, case: Case, shapes: dict) -> list[str]:
     """The contract's problems with the node's shapes, dtypes and attributes (placeholder values: never judged)."""
-    zeros = {}
+    zeros: dict = {}
     for inp in spec.inputs:
         shape = shapes.get(inp.name)
-        zeros[inp.name] = None if shape is None else np.zeros(shape, dtypes.NUMPY[node.dtypes.get(inp.name)
-                                                                                   or case.input_dtype(inp)])
+        dtype = dtypes.NUMPY[node.dtypes.get(inp.name) or case.input_dtype(inp)]
+        if shape is None:
+            zeros[inp.name] = None
+        elif spec.is_sequence(inp):  # a list of zero tensors of the element shapes
+            zeros[inp.name] = [np.zeros(s, dtype) for s in shape]
+        else:
+            zeros[inp.name] = np.zeros(shape, dtype)
     return input_problems(spec, zeros, case.node_attributes, values=False)
 
 
@@ -172,7 +177,14 @@ def match(spec: Spec, node: NodeConfig) -> Match:
 def node_of_case(case: Case, with_values: bool = True) -> NodeConfig:
     """The NodeConfig a graph would show for this case (the round trip the tests run over every spec's cases)."""
     spec = case.spec
-    shapes = {name: (None if s is None else tuple(int(d) for d in s)) for name, s in input_shapes(case).items()}
+    def plain(name: str, shape):  # ints as a graph gives them; a sequence's is a tuple of element shapes
+        if shape is None:
+            return None
+        if spec.is_sequence(spec.input(name)):
+            return tuple(tuple(int(d) for d in s) for s in shape)
+        return tuple(int(d) for d in shape)
+
+    shapes = {name: plain(name, s) for name, s in input_shapes(case).items()}
     values: dict[str, np.ndarray] = {}
     if with_values:
         made = make_inputs(case)
