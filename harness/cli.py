@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_option(p)
     p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs (default: every op with a benchmark)")
     p.add_argument("--sizes", type=_comma_list, help="size labels or globs: small, medium, large, large-* (default: all)")
-    p.add_argument("--backends", type=_comma_list, help="default: openmp, ort, torch, reference (those available)")
+    p.add_argument("--backends", type=_comma_list, help="default: openmp, ort, torch, reference (those available; with --model: without reference)")
     p.add_argument("--threads", type=int, default=1,
                    help="threads for every backend and the limits (default 1: on a shared machine more threads "
                         "measure the neighbours' load)")
@@ -493,7 +493,8 @@ def cmd_bench(args) -> int:
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
     out = args.out or _default_output(f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}", "bench.json")
-    options = BenchOptions(ops=args.ops, sizes=args.sizes, backends=args.backends or list(BACKENDS),
+    default_backends = [b for b in BACKENDS if b != "reference"] if args.model else list(BACKENDS)  # --model: the peers
+    options = BenchOptions(ops=args.ops, sizes=args.sizes, backends=args.backends or default_backends,
                            threads=args.threads, bandwidth=args.bandwidth or bool(args.model), quick=args.quick, out=out,
                            isa=args.isa, dtypes=args.dtype)
     main_log(header(options))

@@ -70,6 +70,9 @@ def test_every_shipped_list_loads_and_makes_workloads(catalog, name):
 def test_an_entry_of_an_unknown_op_or_bad_params_names_it(catalog):
     with pytest.raises(ModelListError, match=r"configuration 1 \(NoSuchGrad\): no spec"):
         bench_model.model_workloads(catalog, parse_list(_doc({"op": "NoSuchGrad", "params": {}, "count": 1}), "l"))
+    graph_spec = next(op for op in catalog.all_ops if catalog.by_op(op).subject == "training_graph")
+    with pytest.raises(ModelListError, match=r"configuration 1 \(.*\): a training-graph gradient"):
+        bench_model.model_workloads(catalog, parse_list(_doc({"op": graph_spec, "params": {}, "count": 1}), "l"))
     bad = parse_list(_doc({"op": "ConvGrad", "params": {"nonsense": 1}, "count": 1}), "l")
     with pytest.raises(ModelListError, match=r"configuration 1 \(ConvGrad\)"):
         bench_model.model_workloads(catalog, bad)[0].inputs()
@@ -94,6 +97,16 @@ def test_a_configuration_round_trips_to_its_spec_case(catalog, op, size):
     assert (w.bytes, w.flops) == (cost(spec, case, "bytes"), cost(spec, case, "flops"))
     assert w.count == 3 and w.size == "m/1" and (w.torch is None) == (spec.bench.torch is None)
     assert [x.shape for x in w.inputs()] == [x.shape for x in (runner.cast_inputs(spec, _inputs(spec, size), "float32"))]
+
+
+def test_a_node_naming_only_its_flag_is_timed_with_the_work_it_does_in_place(catalog):
+    """InPlaceAccumulatorV2 in the artifacts names only updated_flag (ORT accumulates into the buffer in place): its
+    workload asks for the buffer too, else the kernel would time writing one bool. A node naming float outputs keeps
+    them as they are."""
+    acc = Entry("InPlaceAccumulatorV2", {"shape": [64, 3], "flag_shape": [1], "outputs": ["updated_flag"]}, 1)
+    assert set(bench_model.case_of(catalog, acc).requested_outputs) == {"updated_flag", "accumulation_buffer_out"}
+    split = Entry("SplitTraining", {"x": [8, 4], "sizes": [4, 4], "axis": 0, "outputs": ["output0", "output1"]}, 1)
+    assert bench_model.case_of(catalog, split).requested_outputs == ("output0", "output1")
 
 
 def _inputs(spec, size):

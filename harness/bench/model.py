@@ -31,6 +31,10 @@ SCHEMA = "opconform-bench-model/1"
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "data" / "bench_models"
 
 
+NOT_A_KERNEL = ("a training-graph gradient (the builder writes it as standard ONNX ops, no kernel of its own): "
+                "no bench workload")
+
+
 class ModelListError(ValueError):
     """A workload list that cannot be read (one line naming the file and the entry)."""
 
@@ -138,7 +142,24 @@ def case_of(catalog, entry: Entry):
     from harness.model.match import case_for
 
     spec = catalog.by_op(entry.op)
-    return case_for(spec, dict(entry.params), BENCH_DTYPE, name="bench_model", inputs=dict(entry.inputs) or None)
+    return case_for(spec, bench_params(spec, entry.params), BENCH_DTYPE, name="bench_model",
+                    inputs=dict(entry.inputs) or None)
+
+
+def bench_params(spec, params: dict) -> dict:
+    """The params a configuration is timed with: as the graph has it, except that a node naming only flag outputs
+    (InPlaceAccumulatorV2's updated_flag: ORT accumulates into the buffer in place, which a functional kernel does only
+    for accumulation_buffer_out) is timed with every output asked for, so that the work the model does is timed."""
+    from harness.core.shapes import OUTPUTS
+
+    wanted = params.get(OUTPUTS)
+    if not wanted:
+        return dict(params)
+    floats = {o.name for o in spec.outputs if o.type in spec.type_constraints
+              and any(t.startswith(("float", "bfloat")) for t in spec.type_constraints[o.type].types)}
+    if floats and not floats & set(wanted):
+        return {k: v for k, v in params.items() if k != OUTPUTS}
+    return dict(params)
 
 
 def label(case, width: int = 60) -> str:
@@ -186,6 +207,8 @@ def model_workloads(catalog, listed: ModelList, ops: list[str] | None = None) ->
         where = f"{listed.source or listed.model}: configuration {k} ({entry.op})"
         if entry.op not in known:
             raise ModelListError(f"{where}: no spec for op {entry.op}")
+        if catalog.by_op(entry.op).subject != "kernel":
+            raise ModelListError(f"{where}: {NOT_A_KERNEL}")
         try:
             out.append(entry_workload(catalog, listed.model, k, entry))
         except ModelListError:
@@ -216,8 +239,11 @@ def from_census(found, specs, model: str, what: str = "") -> tuple[dict, list[st
     entries, skipped = [], []
     for config in found.configurations:
         spec = by_op[config.spec]
-        found_match = match(spec, config.node)
         count = node_count(config, found.ops)
+        if spec.subject != "kernel":
+            skipped.append(f"{config.spec} ({count} node(s)): {NOT_A_KERNEL}")
+            continue
+        found_match = match(spec, config.node)
         if found_match.params is None or config.mismatch:
             skipped.append(f"{config.spec} ({count} node(s)): {config.mismatch or found_match.why}")
             continue
@@ -322,7 +348,8 @@ def model_table(doc: dict, limit_text: Callable[[dict], str]) -> str:
     totals = per_model_totals(rows)
     for (model, isa, dtype), t in totals.items():
         mine = [r for r in rows if (r["model"], r.get("isa", "-"), r.get("dtype", "float32")) == (model, isa, dtype)]
-        mine.sort(key=lambda r: -(r["median_s"].get("openmp") or max(r["median_s"].values(), default=0)) * r["count"])
+        mine.sort(key=lambda r: -next((r["median_s"][b] for b in ("openmp", "ort", "torch") if b in r["median_s"]), 0.0)
+                  * r["count"])
         head = (f"{'#':>4} {'op':24s} {'configuration':60s} {'count':>5} {'openmp ms':>10} {'ort ms':>10} "
                 f"{'torch ms':>10} {'/ort':>6} {'/torch':>6} {'x count ms':>10}  limit")
         lines += [f"{model} at isa {isa}, {dtype}, {doc['threads']} thread(s): {t['rows']} configurations of "
