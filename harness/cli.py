@@ -173,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_option(p)
     p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs (default: every op with a benchmark)")
     p.add_argument("--sizes", type=_comma_list, help="size labels or globs: small, medium, large, large-* (default: all)")
-    p.add_argument("--backends", type=_comma_list, help="default: openmp, ort, torch, reference (those available; with --model: without reference)")
+    p.add_argument("--backends", type=_comma_list, help="default: openmp, ort, torch, reference (those available; "
+                                                          "with --model: without reference)")
     p.add_argument("--threads", type=int, default=1,
                    help="threads for every backend and the limits (default 1: on a shared machine more threads "
                         "measure the neighbours' load)")
