@@ -173,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_option(p)
     p.add_argument("--ops", type=_comma_list, help="comma-separated op names or globs (default: every op with a benchmark)")
     p.add_argument("--sizes", type=_comma_list, help="size labels or globs: small, medium, large, large-* (default: all)")
-    p.add_argument("--backends", type=_comma_list, help="default: openmp, ort, torch, reference (those available)")
+    p.add_argument("--backends", type=_comma_list, help="default: openmp, ort, torch, reference (those available; "
+                                                          "with --model: without reference)")
     p.add_argument("--threads", type=int, default=1,
                    help="threads for every backend and the limits (default 1: on a shared machine more threads "
                         "measure the neighbours' load)")
@@ -190,6 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, metavar="FILE",
                    help="the JSON written (default reports/bench-<date>-<time>/bench.json); "
                         "`opconform report RUN_DIR --bench FILE` shows it")
+    p.add_argument("--model", metavar="NAME|PATH",
+                   help="time a model's gradient-node configurations instead of the specs' sizes: a shipped workload "
+                        "list (resnet18, mobilenet_v2, bert_layer, lstm_classifier), a workload list JSON, or an ONNX "
+                        "model, training graph or artifacts directory as `opconform model` takes (with --dim); prints "
+                        "the per-layer table and the model's total; measures the limits (as --bandwidth)")
+    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                   help="with --model PATH: the size of a symbolic dimension of the graph's inputs (repeatable)")
+    p.add_argument("--loss", choices=["mse", "crossentropy", "bce", "l1"], default="mse",
+                   help="with --model on a forward ONNX model: the loss its training graph is built with (default mse)")
     p.add_argument("--startup", action="store_true",
                    help="time instead the start-up of `opconform run --ops ReluGrad --backends reference --tier smoke` "
                         "(CPU and wall) against the built-in specs, a one-spec directory and 200 specs, cold and warm "
@@ -484,12 +494,16 @@ def cmd_bench(args) -> int:
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
     out = args.out or _default_output(f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}", "bench.json")
-    options = BenchOptions(ops=args.ops, sizes=args.sizes, backends=args.backends or list(BACKENDS),
-                           threads=args.threads, bandwidth=args.bandwidth, quick=args.quick, out=out,
+    default_backends = [b for b in BACKENDS if b != "reference"] if args.model else list(BACKENDS)  # --model: the peers
+    options = BenchOptions(ops=args.ops, sizes=args.sizes, backends=args.backends or default_backends,
+                           threads=args.threads, bandwidth=args.bandwidth or bool(args.model), quick=args.quick, out=out,
                            isa=args.isa, dtypes=args.dtype)
     main_log(header(options))
     try:
-        doc = run_bench(load(args, ops=[]), options, log=main_log)  # the specs of the workloads it selects, on demand
+        catalog = load(args, ops=[])  # the specs of the workloads it selects, on demand
+        if args.model:
+            options.model = _bench_model_list(args, catalog, out)
+        doc = run_bench(catalog, options, log=main_log)
     except BenchError as e:
         raise UsageError(str(e)) from None
     print(table(doc))
@@ -497,6 +511,30 @@ def cmd_bench(args) -> int:
         print(f"problem: {problem}")
     print(f"bench: {out}")
     return EXIT_OK
+
+
+def _bench_model_list(args, catalog, out: Path) -> Path:
+    """`bench --model`: the workload list to time: a shipped one by name, a list file, or the list of an ONNX model's
+    configurations (its census, as `opconform model` takes it) written beside the bench JSON."""
+    from harness.bench import model as bench_model
+    from harness.bench.runner import BenchError, main_log
+
+    found = bench_model.resolve_name(args.model)
+    if found is not None:
+        return found
+    path = Path(args.model)
+    if not path.exists():
+        raise BenchError(bench_model.unknown_model(args.model))
+    from harness.model.build import BuildError
+    from harness.model.census import CensusError
+    from harness.model.command import ModelUsageError, model_name, parse_dims
+
+    try:
+        dims = parse_dims(args.dim or [])
+        return bench_model.list_from_graph(path, dims, catalog, out.parent / f"{model_name(path)}.workloads.json",
+                                           log=main_log, loss=args.loss)
+    except (ModelUsageError, BuildError, CensusError, bench_model.ModelListError) as e:
+        raise BenchError(f"--model {args.model}: {e}") from None
 
 
 def cmd_probe(args) -> int:

@@ -29,7 +29,16 @@ import numpy as np
 from harness.backends import create, openmp_lib
 from harness.backends.base import Request
 from harness.bench.allocator import warm_allocator
-from harness.bench.limits import sgemm_gflops, triad_call, triad_gbs
+from harness.bench.limits import (
+    TRIAD_ELEMENTS,
+    best_triad_seconds,
+    cache_sizes,
+    level_triads,
+    memory_level,
+    sgemm_gflops,
+    triad_call,
+    triad_gbs,
+)
 from harness.bench.workloads import ELEMENTWISE_SIZES, Workload, WorkloadError, workloads
 from harness.core import dtypes, sequences
 from harness.core.timing import QUICK, Budget, median_and_spread, repeat
@@ -92,6 +101,7 @@ class BenchOptions:
     out: Path | None = None
     isa: list[str] | None = None  # ISA levels to measure (default: the openmp backend's selected level)
     dtypes: list[str] = field(default_factory=lambda: ["float32"])  # each workload runs in each of these
+    model: Path | None = None  # a workload list (harness.bench.model): its configurations instead of the specs' sizes
 
 
 def check_dtypes(options: BenchOptions) -> None:
@@ -101,7 +111,18 @@ def check_dtypes(options: BenchOptions) -> None:
 
 
 def select(options: BenchOptions, catalog) -> list[Workload]:
-    """The workloads the options select, from the specs' bench sections (harness.bench.workloads)."""
+    """The workloads the options select, from the specs' bench sections (harness.bench.workloads), or the
+    configurations of a model's workload list (harness.bench.model)."""
+    if options.model is not None:
+        from harness.bench.model import ModelListError, load_list, model_workloads
+
+        try:
+            chosen = model_workloads(catalog, load_list(options.model), options.ops)
+        except ModelListError as e:
+            raise BenchError(str(e)) from None
+        if not chosen:
+            raise BenchError(f"--model {options.model}: no configuration of op {', '.join(options.ops or [])}")
+        return chosen
     chosen = workloads(catalog, options.ops, options.sizes)
     if not chosen:
         known = sorted({w.op for w in workloads(catalog)})
@@ -174,6 +195,7 @@ def _run_child(catalog, options: BenchOptions, level: str, log) -> dict:
         argv += catalog.sources.flags() if getattr(catalog, "sources", None) else []  # the same spec directories
         argv += ["--ops", ",".join(options.ops)] if options.ops else []
         argv += ["--sizes", ",".join(options.sizes)] if options.sizes else []
+        argv += ["--model", str(options.model)] if options.model is not None else []
         argv += ["--bandwidth"] if options.bandwidth else []
         argv += ["--quick"] if options.quick else []
         argv += ["--dtype", ",".join(options.dtypes)]
@@ -252,7 +274,9 @@ def _measure_level(catalog, options: BenchOptions, level: str, log) -> dict:
                     log(f"  {w.op} {w.size}: its spec has no {dtype}, skipped")
                     continue
                 row = _bench_one(catalog, w, backends, torch, budget, problems, log, options.threads,
-                                 options.bandwidth, dtype)
+                                 options.bandwidth, dtype, doc["limits"].get("caches"))
+                if w.model:
+                    row.update(model=w.model, count=w.count)
                 if row["flops"] and "sgemm_gflops" in doc["limits"]:  # this level's, rows of all levels in one file
                     row["sgemm_gflops"] = doc["limits"]["sgemm_gflops"]
                 doc["results"].append({**row, "isa": level})
@@ -309,6 +333,13 @@ def _measure_limits(doc: dict, threads: int, budget: Budget, log) -> None:
     gbs, _ = triad_gbs(threads, budget, n=ELEMENTWISE_SIZES["large"])
     doc["limits"]["triad_4m_gbs"] = gbs
     log(f"limit: triad on 4M floats (the large elementwise working set) {gbs:.1f} GB/s")
+    caches = cache_sizes()
+    doc["limits"]["caches"] = caches
+    levels = level_triads(threads, budget, caches, dram=False)
+    levels["DRAM"] = {"bytes": 3 * 4 * TRIAD_ELEMENTS, "triad_gbs": doc["limits"]["triad_gbs"], "threads": threads}
+    doc["limits"]["levels"] = levels
+    log("limit: triad by memory level (half of each cache, from /sys/devices/system/cpu/cpu0/cache): "
+        + ", ".join(f"{k} {v['triad_gbs']:.1f} GB/s on {_kb(v['bytes'])}" for k, v in levels.items()))
     gflops, spread, core = sgemm_gflops(threads, budget)
     doc["limits"]["sgemm_gflops"], doc["limits"]["sgemm_spread"], doc["limits"]["sgemm_core"] = gflops, spread, core
     log(f"limit: sgemm {gflops:.1f} GFLOP/s (spread {spread:.0%}, OpenBLAS core {core})")
@@ -325,8 +356,13 @@ def cast_inputs(spec, inputs: list, dtype: str) -> list:
     return [cast(t, v) for t, v in zip(spec.inputs, inputs)]
 
 
+def _kb(nbytes: int) -> str:
+    return f"{nbytes / 2 ** 20:.1f} MB" if nbytes >= 2 ** 20 else f"{nbytes / 1024:.0f} KB"
+
+
 def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, problems: list, log,
-               threads: int = 1, bandwidth: bool = False, dtype: str = "float32") -> dict:
+               threads: int = 1, bandwidth: bool = False, dtype: str = "float32",
+               caches: dict | None = None) -> dict:
     spec = catalog.by_op(w.op)
     try:
         inputs = cast_inputs(spec, w.inputs(), dtype)
@@ -343,7 +379,13 @@ def _bench_one(catalog, w: Workload, backends: dict, torch, budget: Budget, prob
     samples: dict[str, list[float]] = {}
     round_medians: dict[str, list[float]] = {}  # one median per round and backend: do repeated runs agree?
     failed: set[str] = set()
-    triad = triad_call(threads, nbytes // 12) if bandwidth and nbytes else None
+    triad = None
+    if nbytes:  # the memory level its bytes fit in (cpu0's caches), and the triad on the same bytes
+        row["level"] = memory_level(nbytes, caches if caches is not None else cache_sizes())
+    if bandwidth and nbytes:  # at one thread or `threads`, the faster (limits.best_triad_seconds)
+        _, triad_threads = best_triad_seconds(threads, max(1, nbytes // 12), QUICK)
+        triad = triad_call(triad_threads, max(1, nbytes // 12))
+        row["triad_threads"] = triad_threads
     peer = _torch_peer(w, inputs, label, problems, log) if torch is not None else None
     for round_ in range(budget.rounds):
         share = budget.per_round(first=round_ == 0)
@@ -453,14 +495,53 @@ def _ratio(row: dict, peer: str) -> str:
     return f"{a / b:6.2f}" if a and b else f"{'-':>6}"
 
 
-def _throughput(row: dict, limits: dict | None = None) -> str:
+def row_limit(row: dict, limits: dict | None = None) -> tuple[float, str, float | None, str] | None:
+    """(openmp's throughput, its unit, the limit it is held against or None, the limit's name): sgemm at the row's level
+    for compute-bound rows; for memory-bound ones the triad of the memory level its bytes fit in (row["level"]): the
+    triad on the same bytes timed beside it, else the level's triad of the bench's limits; never the DRAM triad for
+    a cache-sized row (older rows without a level: the bench's triad)."""
+    limits = limits or {}
     if "openmp" in row["gflops"]:
-        value, unit, limit = row["gflops"]["openmp"], "GFLOP/s", row.get("sgemm_gflops", (limits or {}).get("sgemm_gflops"))
-    elif "openmp" in row["gbs"]:  # against the triad on the same bytes when it ran beside the row
-        value, unit, limit = row["gbs"]["openmp"], "GB/s", row.get("triad_gbs", (limits or {}).get("triad_gbs"))
+        return row["gflops"]["openmp"], "GFLOP/s", row.get("sgemm_gflops", limits.get("sgemm_gflops")), "sgemm"
+    if "openmp" not in row["gbs"]:
+        return None
+    level = row.get("level")
+    if row.get("triad_gbs"):
+        limit = row["triad_gbs"]
+    elif level and level in (limits.get("levels") or {}):
+        limit = limits["levels"][level]["triad_gbs"]
+    elif level in (None, "DRAM"):
+        limit = limits.get("triad_gbs")
     else:
+        limit = None
+    return row["gbs"]["openmp"], "GB/s", limit, f"{level} triad" if level else "triad"
+
+
+def _throughput(row: dict, limits: dict | None = None) -> str:
+    found = row_limit(row, limits)
+    if found is None:
         return ""
-    return f"{value:7.1f} {unit}" + (f" ({value / limit:4.0%} of limit)" if limit else "")
+    value, unit, limit, name = found
+    if limit:
+        return f"{value:7.1f} {unit} ({value / limit:4.0%} of limit)" + (f" {name}" if unit == "GB/s" else "")
+    return f"{value:7.1f} {unit}" + (f" ({row['level']})" if row.get("level") else "")
+
+
+def _row_limits(doc: dict, row: dict) -> dict:
+    """The limits of the row's ISA level (a file of several levels holds one set per level)."""
+    for e in doc.get("isa_levels") or []:
+        if e.get("isa") == row.get("isa"):
+            return e.get("limits") or {}
+    return doc.get("limits") or {}
+
+
+def _limit_cell(row: dict, limits: dict) -> str:
+    """The model table's limit column: "L1 triad 68%", "sgemm 55%", or the level alone without a measured limit."""
+    found = row_limit(row, limits)
+    if found is None:
+        return row.get("level", "")
+    value, unit, limit, name = found
+    return f"{value:.1f} {unit}, {value / limit:.0%} of {name}" if limit else f"{value:.1f} {unit} ({row.get('level', '-')})"
 
 
 def _line(row: dict) -> str:
@@ -477,20 +558,33 @@ def table(doc: dict) -> str:
     lines = [f"{doc['threads']} thread(s); 1-minute load average {shown} (start -> end)"
              + ("; --quick: a few repetitions only, rough figures" if doc.get("quick") else ""),
              head, "-" * len(head)]
-    for row in doc["results"]:
+    models = [r for r in doc["results"] if "model" in r]
+    if models:  # `bench --model`: the per-layer tables and per-model totals instead (harness.bench.model)
+        from harness.bench.model import model_table
+
+        lines[1:] = [model_table(doc, lambda r: _limit_cell(r, _row_limits(doc, r)))]
+    for row in (r for r in doc["results"] if "model" not in r):
         lines.append(f"{row['op']:20s} {row['size']:11s} {row.get('dtype', 'float32'):8s} {row.get('isa', '-'):8s} "
                      f"{str(row['shape'])[:34]:34s} {_fig(row, 'openmp')} "
                      f"{_fig(row, 'ort')} {_fig(row, 'torch')} {_ms(row, 'reference')} {_ratio(row, 'ort')} "
-                     f"{_ratio(row, 'torch')}  {_throughput(row, doc['limits'])}")
+                     f"{_ratio(row, 'torch')}  {_throughput(row, _row_limits(doc, row))}")
     for e in doc.get("isa_levels") or [{"isa": doc.get("environment", {}).get("isa", "-"), "limits": doc["limits"]}]:
         limits = e.get("limits") or {}
         if limits:
             lines.append(f"limits at isa {e['isa']}, {doc['threads']} thread(s): triad {limits['triad_gbs']:.1f} GB/s "
                          f"(on 4M floats: {limits['triad_4m_gbs']:.1f} GB/s), sgemm {limits['sgemm_gflops']:.1f} GFLOP/s"
                          f" (OpenBLAS {limits.get('sgemm_core', 'core not recorded')})")
+    for e in doc.get("isa_levels") or [{"isa": doc.get("environment", {}).get("isa", "-"), "limits": doc["limits"]}]:
+        levels = (e.get("limits") or {}).get("levels") or {}
+        if levels:
+            caches = (e.get("limits") or {}).get("caches") or {}
+            lines.append(f"triad by memory level at isa {e['isa']}: " + ", ".join(
+                f"{k} {v['triad_gbs']:.1f} GB/s (on {_kb(v['bytes'])}"
+                + (f" of {_kb(caches[k])}" if k in caches else "") + ")" for k, v in levels.items()))
     if doc["limits"]:
-        lines.append("'% of limit': memory-bound rows against a triad on the same bytes timed in the same rounds, the "
-                     "others against sgemm at their level")
+        lines.append("'% of limit': memory-bound rows against the triad of the memory level their bytes fit in (cpu0's "
+                     "L1, L2, L3 from sysfs, else DRAM), timed on the same bytes in the same rounds (at one thread or "
+                     "the bench's, the faster), the others against sgemm at their level")
     lines.append("medians of repeated calls, +-: how far repeated runs disagree (interquartile spread, or the gap between "
                  "interleaved rounds, whichever is larger); /ort and /torch are openmp's median over the peer's (below 1: "
                  "openmp faster); "

@@ -40,12 +40,15 @@ class Workload:
     fixed_bytes: int = 0  # the part of `bytes` whatever the float type: indices, masks
     flops: float | None = None  # floating-point operations of one call (ConvGrad, GRU)
     torch: Callable[[list], Callable[[], object]] | None = None  # inputs -> a call of torch's kernel
+    model: str | None = None  # `bench --model`: the model whose gradient-node configuration this is (harness.bench.model)
+    count: int = 1  # how many of the model's nodes share the configuration
 
     def inputs(self) -> list[np.ndarray | None]:
         """The op's inputs in ONNX order, float32, made as a run makes a case's, and checked against the spec's
         contract as a run checks a valid case (WorkloadError when they break it)."""
         spec = self.case.spec
-        problems = size_problems(spec, self.size)  # as validate sees it: params, shapes, ranks, valid_if
+        # as validate sees it: params, shapes, ranks, valid_if (a model's configuration: its case, checked below)
+        problems = [] if self.model else size_problems(spec, self.size)
         if not problems:
             try:
                 made = make_inputs(self.case)
@@ -54,6 +57,8 @@ class Workload:
             else:
                 problems = input_problems(spec, made, self.case.node_attributes)  # as a run checks a valid case
         if problems:
+            if self.model:
+                raise WorkloadError(f"{self.op} configuration {self.size}: {problems[0]}; fix the workload list")
             raise WorkloadError(f"{self.op} bench size {self.size}: {problems[0]}; fix the spec's bench section")
         return [made[i.name] for i in spec.inputs]
 

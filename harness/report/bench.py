@@ -53,6 +53,7 @@ class BenchRow:
     isa: str = ""
     triad_gbs: float | None = None     # the limits openmp's throughput is held against (see limit)
     sgemm_gflops: float | None = None
+    level: str = ""                    # the memory level its bytes fit in (L1, L2, L3, DRAM; "" in older files)
 
     def ratio(self, peer: str, subject: str = SUBJECT) -> float | None:
         a, b = self.median_s.get(subject), self.median_s.get(peer)
@@ -72,7 +73,8 @@ class BenchRow:
         t = self.throughput(SUBJECT)
         if t is None:
             return None
-        value, name = (self.sgemm_gflops, "sgemm") if t[1] == "GFLOP/s" else (self.triad_gbs, "triad")
+        value, name = ((self.sgemm_gflops, "sgemm") if t[1] == "GFLOP/s"
+                       else (self.triad_gbs, f"{self.level} triad" if self.level else "triad"))
         return (value, name) if value else None
 
     @property
@@ -117,6 +119,15 @@ def _shape(value) -> str:
     return "" if value is None else str(value)
 
 
+def _level_triad(limits: dict, level, dram: float | None) -> float | None:
+    """The bench's triad at a row's memory level; the DRAM triad only for DRAM rows (or older rows without a level),
+    never for a cache-sized one."""
+    levels = limits.get("levels") if isinstance(limits.get("levels"), dict) else {}
+    if isinstance(level, str) and isinstance(levels.get(level), dict):
+        return number(levels[level].get("triad_gbs"))
+    return dram if level in (None, "", "DRAM") else None
+
+
 def parse(data, source: str) -> Bench:
     bench = Bench(source, [], [])
     if not isinstance(data, dict):
@@ -139,8 +150,8 @@ def parse(data, source: str) -> Bench:
         row = BenchRow(item["op"], _shape(item.get("size")), _shape(item.get("dtype")) or "float32",
                        _shape(item.get("shape")), times, _per_backend(item.get("spread")),
                        _per_backend(item.get("gbs")), _per_backend(item.get("gflops")), _shape(item.get("isa")),
-                       number(item.get("triad_gbs")) or bench.triad_gbs,
-                       number(item.get("sgemm_gflops")) or bench.sgemm_gflops)
+                       number(item.get("triad_gbs")) or _level_triad(limits, item.get("level"), bench.triad_gbs),
+                       number(item.get("sgemm_gflops")) or bench.sgemm_gflops, _shape(item.get("level")))
         size_bytes, flops = number(item.get("bytes")), number(item.get("flops"))
         for backend, t in times.items():
             if size_bytes and backend not in row.gbs:
