@@ -6,8 +6,13 @@
  * `restrict` between an input and its output: the loops are vectorised with `omp simd` (element i reads its inputs
  * at i before writing its outputs at i, so an output that IS its input is safe).
  *
- * float32 and float16 elements are computed in double and rounded once when stored (float16 through blocks widened
- * to float32, half_blocks.h); float64 in double. The list's tensors are
+ * SGD and the clip compute float32 and float16 elements in double and round once when stored (float16 through blocks
+ * widened to float32, half_blocks.h); float64 in double. AdamW's float32 update is float32 arithmetic, as torch's
+ * fused AdamW and ORT's kernel compute it: in double its conversions, square root and division made it compute-bound
+ * (250 ms a step for BERT-base's 110 M values where torch's float32 kernel took 145-160 ms and 4 reads + 3 writes of
+ * plain float32 took 120 ms, one AVX-512 core, 2026-11-28); each of its few operations rounds once in float32
+ * (tests/openmp/test_omp_adamw.py bounds the error by a few float32 roundings of the terms, the spec's float32
+ * tolerance holds it). float16 and float64 AdamW in double. The list's tensors are
  * laid end to end as one virtual range [0, total); each thread takes an even, 16-aligned slice of it (opc_split) and
  * walks the tensors its slice overlaps. The updates are elementwise, so the split changes no bit. The clip norm:
  * every tensor is cut into fixed NORM_BLOCK-element blocks (independent of the thread count); each block's sum of
@@ -228,8 +233,52 @@ typedef struct {
               om2 ? om2 + p : scratch[2], m, k);                                                                  \
         }                                                                                                         \
     }
-ADAMW_LOOPS(float, f32)  /* simd: 2 */
 ADAMW_LOOPS(double, f64) /* simd: 2 */
+
+/* float32: the same two updates in float32 arithmetic (the file's comment says why) */
+CLONES static void adamw0_f32(const float *w, const float *g, const float *m1, const float *m2, float *ow, float *om1,
+                              float *om2, int64_t n, const adamw_k *k) {
+    const float a = (float)k->a, b = (float)k->b, oa = (float)k->one_a, ob = (float)k->one_b, eps = (float)k->eps;
+    const float lwd = (float)k->lwd, ss = (float)k->step_size, r2 = (float)k->inv_sqrt_c2;
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        const float gi = g[i]; /* simd: 1 */
+        const float n1 = a * m1[i] + oa * gi, n2 = b * m2[i] + ob * gi * gi;
+        const float wi = w[i] - lwd * w[i]; /* not w * (1 - lwd): an infinite weight decays to NaN, as the math's */
+        om1[i] = n1;
+        om2[i] = n2;
+        ow[i] = wi - ss * n1 / (sqrtf(n2) * r2 + eps);
+    }
+}
+CLONES static void adamw1_f32(const float *w, const float *g, const float *m1, const float *m2, float *ow, float *om1,
+                              float *om2, int64_t n, const adamw_k *k) {
+    const float a = (float)k->a, b = (float)k->b, oa = (float)k->one_a, ob = (float)k->one_b, eps = (float)k->eps;
+    const float lwd = (float)k->lwd, ss = (float)k->step_size;
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        const float gi = g[i]; /* simd: 1 */
+        const float n1 = a * m1[i] + oa * gi, n2 = b * m2[i] + ob * gi * gi;
+        const float u = w[i] - ss * n1 / (sqrtf(n2) + eps);
+        om1[i] = n1;
+        om2[i] = n2;
+        ow[i] = u - lwd * u;
+    }
+}
+static void adamw_piece_f32(int64_t mode, const float *w, const float *g, const float *m1, const float *m2, float *ow,
+                            float *om1, float *om2, int64_t n, const adamw_k *k) {
+    void (*f)(const float *, const float *, const float *, const float *, float *, float *, float *, int64_t,
+              const adamw_k *) = mode == 0 ? adamw0_f32 : adamw1_f32;
+    if (ow && om1 && om2) {
+        f(w, g, m1, m2, ow, om1, om2, n, k);
+        return;
+    }
+    float scratch[3][PIECE];
+    for (int64_t p = 0; p < n; p += PIECE) {
+        int64_t m = n - p < PIECE ? n - p : PIECE;
+        f(w + p, g + p, m1 + p, m2 + p, ow ? ow + p : scratch[0], om1 ? om1 + p : scratch[1],
+          om2 ? om2 + p : scratch[2], m, k);
+    }
+}
 
 /* float16: blocks of HALF_BLOCK inputs widened to float (exactly) before any output of the block is written (an
  * output may be its input), then the double update of the loops above, each result rounded once to float16. */

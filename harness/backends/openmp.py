@@ -108,8 +108,10 @@ def handle(request: dict):
     if request["call"] == "info":
         return {"build": openmp_lib.build_info(), "ops": {op: openmp_lib.op_info(op) for op in openmp_lib.ops()}}
     try:
+        # the bench writes sequence outputs over the inputs they mirror, as ORT's optimizers do (the same bytes moved)
         call, outputs = openmp_lib.prepare(request["op"], request["inputs"], request["attributes"],
-                                           want_outputs=request["outputs"], threads=request["threads"])
+                                           want_outputs=request["outputs"], threads=request["threads"],
+                                           in_place=request["call"] == "bench")
         with openmp_lib.force_split(request.get("force_split", False)):
             call()
         if request["call"] == "bench":  # the C call alone, into the same outputs: no marshalling, no page faults

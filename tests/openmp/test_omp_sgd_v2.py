@@ -92,3 +92,18 @@ def test_float16_is_rounded_once_not_through_float32(lib):
     w, g = [np.ones(20, np.float16)], [-np.ones(20, np.float16)]
     _, (out,) = lib.run(OP, [lr, w, g])
     np.testing.assert_array_equal(out, np.float16(1 + 2.0 ** -10))
+
+
+def test_the_bench_call_writes_over_the_inputs_a_judged_call_never(lib, rng):
+    """prepare(in_place=True), the bench's call (harness/backends/openmp.py), writes each sequence output over the
+    input it mirrors, as ORT's optimizers alias them, so both bench the same bytes; run() leaves the inputs alone."""
+    w = [np.array(rng.normal(0, 1, s), np.float32) for s in [(4, 3), (5,)]]
+    g = [np.array(rng.normal(0, 1, s), np.float32) for s in [(4, 3), (5,)]]
+    lr = np.array(0.5, np.float32)
+    before = flat([w])
+    _, judged = lib.run(OP, [lr, w, g])
+    assert flat([w]) == before and all(a is not b for a, b in zip(judged, w))
+    call, (_, benched) = lib.prepare(OP, [lr, w, g], in_place=True)
+    call()
+    assert all(a is b for a, b in zip(benched, w))  # the inputs' own arrays
+    assert flat([w]) == flat([judged])  # updated once, as the judged call computed
