@@ -6,13 +6,13 @@
  * `restrict` between an input and its output: the loops are vectorised with `omp simd` (element i reads its inputs
  * at i before writing its outputs at i, so an output that IS its input is safe).
  *
- * SGD and the clip compute float32 and float16 elements in double and round once when stored (float16 through blocks
- * widened to float32, half_blocks.h); float64 in double. AdamW's float32 update is float32 arithmetic, as torch's
- * fused AdamW and ORT's kernel compute it: in double its conversions, square root and division made it compute-bound
- * (250 ms a step for BERT-base's 110 M values where torch's float32 kernel took 145-160 ms and 4 reads + 3 writes of
- * plain float32 took 120 ms, one AVX-512 core, 2026-11-28); each of its few operations rounds once in float32
- * (tests/openmp/test_omp_adamw.py bounds the error by a few float32 roundings of the terms, the spec's float32
- * tolerance holds it). float16 and float64 AdamW in double. The list's tensors are
+ * The clip, and SGD and AdamW for float16 and float64, compute in double and round once when stored (float16 through
+ * blocks widened to float32, half_blocks.h). SGD's and AdamW's float32 updates are float32 arithmetic, as torch's SGD
+ * and fused AdamW and ORT's kernels compute them: in double, AdamW's conversions, square root and division made it
+ * compute-bound (250 ms a step for BERT-base's 110 M values where torch's float32 kernel took 145-160 ms and 4 reads +
+ * 3 writes of plain float32 took 120 ms, one AVX-512 core, 2026-11-28), and SGD's conversions cost a fifth of its
+ * time. Each of their few operations rounds once in float32 (tests/openmp/test_omp_adamw.py and test_omp_sgd_v2.py
+ * bound the error by a few float32 roundings of the terms; the spec's float32 tolerance holds it). The list's tensors are
  * laid end to end as one virtual range [0, total); each thread takes an even, 16-aligned slice of it (opc_split) and
  * walks the tensors its slice overlaps. The updates are elementwise, so the split changes no bit. The clip norm:
  * every tensor is cut into fixed NORM_BLOCK-element blocks (independent of the thread count); each block's sum of
@@ -430,8 +430,14 @@ typedef struct {
         _Pragma("omp simd")                                                                                       \
         for (int64_t i = 0; i < n; i++) ow[i] = (T)((double)w[i] - lr * (double)g[i]);                           \
     }
-SGD_LOOP(float, f32)  /* simd: 1 */
 SGD_LOOP(double, f64) /* simd: 1 */
+/* float32 in float32 arithmetic, as torch's SGD: the double conversions cost a fifth of the step (68 ms against 54 ms
+ * for BERT-base's list, one AVX2 core, 2026-11-28); two roundings (the product, the difference) */
+CLONES static void sgd_f32(const float *w, const float *g, float *ow, int64_t n, double lr) {
+    const float l = (float)lr;
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) ow[i] = w[i] - l * g[i]; /* simd: 1 */
+}
 static void sgd_f16(const uint16_t *w, const uint16_t *g, uint16_t *ow, int64_t n, double lr) {
     float fw[HALF_BLOCK], fg[HALF_BLOCK];
     for (int64_t p = 0; p < n; p += HALF_BLOCK) {
