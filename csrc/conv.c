@@ -480,6 +480,408 @@ static void db_pass(const conv_plan *q, const void *dy, void *db, int threads) {
     }
 }
 
+/* ---- depthwise path (group = C: Cg = 1, Mg = channel multiplier; 1-D and 2-D) ---------------- *
+ * No im2col, no GEMM: each output row of dY is combined with an input row of X per filter tap,
+ * vectorised along the row (the last spatial axis).
+ *   dX item (n, c): dX[n,c] = sum over m in c's group, taps (kh, kw), output rows oh of
+ *                   W[m,kh,kw] * dY[n,m,oh,:] scattered to row oh*sh - ph + kh*dh, columns
+ *                   ow*sw - pw + kw*dw (an axpy along the row; strided when sw > 1).
+ *   dW item (m):    dW[m,kh,kw] = sum over n, oh of dot(dY[n,m,oh,:], X[n,c,ih,ow*sw + kw*dw - pw])
+ *                   in 16 lanes per tap; float32 lanes are flushed into float64 lanes after every
+ *                   image, the lanes summed in order at the end.
+ * Every item is computed by one thread in a fixed order: bitwise identical for any thread count.
+ * 3-D convolutions keep the im2col path. OPCONFORM_CONV_DEPTHWISE=0 turns the path off. */
+typedef struct {
+    int64_t IH, IW, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW;
+} dw_geom;
+
+static dw_geom dw_geometry(const conv_plan *q) {
+    dw_geom g;
+    int l = q->nd - 1;
+    g.IW = q->in[l]; g.OW = q->out[l]; g.KW = q->k[l]; g.SW = q->s[l]; g.DW = q->d[l]; g.PW = q->pb[l];
+    if (q->nd == 2) {
+        g.IH = q->in[0]; g.OH = q->out[0]; g.KH = q->k[0]; g.SH = q->s[0]; g.DH = q->d[0]; g.PH = q->pb[0];
+    } else {
+        g.IH = g.OH = g.KH = g.SH = g.DH = 1;
+        g.PH = 0;
+    }
+    return g;
+}
+
+/* valid output columns [lo, hi) of tap column offset base = kw*dw - pw */
+static inline void dw_cols(const dw_geom *g, int64_t base, int64_t *lo, int64_t *hi) {
+    int64_t l = ceil_div(-base, g->SW), h = floor_div(g->IW - 1 - base, g->SW) + 1;
+    *lo = l < 0 ? 0 : l;
+    *hi = h > g->OW ? g->OW : h;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* per kernel column kw: valid output columns [lo, hi) and where output column o's input sits in the
+ * (row-phase, when sw > 1) row: xo + o; off[b]: start of column phase b in a row (sw > 1) */
+typedef struct {
+    dw_geom g;
+    int64_t *lo, *hi, *xo, *off;
+    int64_t wd;  /* stride 1: pitch of dw_dx1's zero-framed dY copy (columns of 16 + the kernel's reach) */
+    int64_t wdx; /* sw = 1: pitch of dw_dw1's zero-framed X copy */
+    int64_t *toff, *toffx; /* per tap (kh, kw): offset in dw_dx1's dY copy, in dw_dw1's X copy */
+} dw_tabs;
+
+static int32_t dw_tables(const conv_plan *q, dw_tabs *t) {
+    t->g = dw_geometry(q);
+    const dw_geom *g = &t->g;
+    int64_t ksz = g->KH * g->KW;
+    int64_t *mem = malloc((size_t)(3 * g->KW + g->SW + 1 + 2 * ksz) * sizeof(int64_t));
+    if (!mem) return OPC_ERR_OUT_OF_MEMORY;
+    t->lo = mem;
+    t->hi = mem + g->KW;
+    t->xo = mem + 2 * g->KW;
+    t->off = mem + 3 * g->KW;
+    t->toff = t->off + g->SW + 1;
+    t->toffx = t->toff + ksz;
+    t->wd = (g->IW + 15) / 16 * 16 + (g->KW - 1) * g->DW;
+    t->wdx = (g->OW + 15) / 16 * 16 + (g->KW - 1) * g->DW;
+    for (int64_t kh = 0; kh < g->KH; kh++)
+        for (int64_t kw = 0; kw < g->KW; kw++) {
+            t->toff[kh * g->KW + kw] = (g->KH - 1 - kh) * g->DH * t->wd + (g->KW - 1 - kw) * g->DW;
+            t->toffx[kh * g->KW + kw] = kh * g->DH * t->wdx + kw * g->DW;
+        }
+    int64_t o = 0;
+    for (int64_t b = 0; b < g->SW; b++) {
+        t->off[b] = o;
+        o += b < g->IW ? (g->IW - b + g->SW - 1) / g->SW : 0;
+    }
+    for (int64_t kw = 0; kw < g->KW; kw++) {
+        int64_t base = kw * g->DW - g->PW;
+        dw_cols(g, base, &t->lo[kw], &t->hi[kw]);
+        if (g->SW == 1) t->xo[kw] = base;
+        else {
+            int64_t j0 = floor_div(base, g->SW), b = base - j0 * g->SW;
+            t->xo[kw] = t->off[b] + j0;
+        }
+    }
+    return OPC_OK;
+}
+
+#define DEF_DW(T, A, SFX)                                                                          \
+    /* row phases for sw > 1: row r's columns b, b + sw, ... stored contiguously at ph + r * IW + off[b] */ \
+    static void dw_split_##SFX(const dw_geom *g, const int64_t *off, const T *src, T *ph) {        \
+        for (int64_t r = 0; r < g->IH; r++)                                                        \
+            for (int64_t b = 0; b < g->SW; b++) {                                                  \
+                T *d = ph + r * g->IW + off[b];                                                    \
+                const T *s = src + r * g->IW + b;                                                  \
+                for (int64_t j = 0; b + j * g->SW < g->IW; j++) d[j] = s[j * g->SW];               \
+            }                                                                                      \
+    }                                                                                              \
+    static void dw_merge_##SFX(const dw_geom *g, const int64_t *off, const T *ph, T *dst) {        \
+        for (int64_t r = 0; r < g->IH; r++)                                                        \
+            for (int64_t b = 0; b < g->SW; b++) {                                                  \
+                const T *s = ph + r * g->IW + off[b];                                              \
+                T *d = dst + r * g->IW + b;                                                        \
+                for (int64_t j = 0; b + j * g->SW < g->IW; j++) d[j * g->SW] = s[j];               \
+            }                                                                                      \
+    }                                                                                              \
+    /* scratch: the item's thread buffer of IH * IW elements (row phases, sw > 1) */               \
+    static void dw_dx_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *w, T *dx, \
+                            int64_t n, int64_t c, T *scratch) {                                    \
+        const dw_geom *g = &tb->g;                                                                 \
+        int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW;                     \
+        T *dxc = dx + (n * q->C + c) * isz;                                                        \
+        T *acc = g->SW > 1 ? scratch : dxc;                                                        \
+        memset(acc, 0, (size_t)isz * sizeof(T));                                                   \
+        for (int64_t m = c * q->Mg; m < (c + 1) * q->Mg; m++) {                                    \
+            const T *dyc = dy + (n * q->M + m) * osz, *wm = w + m * ksz;                           \
+            for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+                const T *restrict dyr = dyc + oh * g->OW;                                          \
+                for (int64_t kh = 0; kh < g->KH; kh++) {                                           \
+                    int64_t ih = oh * g->SH - g->PH + kh * g->DH;                                  \
+                    if (ih < 0 || ih >= g->IH) continue;                                           \
+                    T *dxr = acc + ih * g->IW;                                                     \
+                    for (int64_t kw = 0; kw < g->KW; kw++) {                                       \
+                        int64_t lo = tb->lo[kw], hi = tb->hi[kw];                                  \
+                        const T wv = wm[kh * g->KW + kw];                                          \
+                        T *restrict d = dxr + tb->xo[kw];                                          \
+                        for (int64_t o = lo; o < hi; o++) d[o] += wv * dyr[o];                     \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        if (g->SW > 1) dw_merge_##SFX(g, tb->off, acc, dxc);                                       \
+    }                                                                                              \
+    /* acc: ksz * 16 lanes of T, dacc: ksz * 16 lanes of A, scratch: IH * IW of T (sw > 1) */      \
+    static void dw_dw_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *x, T *dw, \
+                            int64_t m, T *acc, A *dacc, T *scratch) {                              \
+        const dw_geom *g = &tb->g;                                                                 \
+        int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW;                     \
+        int64_t c = m / q->Mg;                                                                     \
+        for (int64_t i = 0; i < ksz * 16; i++) dacc[i] = 0;                                        \
+        for (int64_t n = 0; n < q->N; n++) {                                                       \
+            for (int64_t i = 0; i < ksz * 16; i++) acc[i] = 0;                                     \
+            const T *dyc = dy + (n * q->M + m) * osz, *xc = x + (n * q->C + c) * isz;              \
+            if (g->SW > 1) {                                                                       \
+                dw_split_##SFX(g, tb->off, xc, scratch);                                           \
+                xc = scratch;                                                                      \
+            }                                                                                      \
+            for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+                const T *restrict dyr = dyc + oh * g->OW;                                          \
+                for (int64_t kh = 0; kh < g->KH; kh++) {                                           \
+                    int64_t ih = oh * g->SH - g->PH + kh * g->DH;                                  \
+                    if (ih < 0 || ih >= g->IH) continue;                                           \
+                    const T *xr = xc + ih * g->IW;                                                 \
+                    for (int64_t kw = 0; kw < g->KW; kw++) {                                       \
+                        int64_t lo = tb->lo[kw], hi = tb->hi[kw];                                  \
+                        T a[16];                                                                   \
+                        T *ap = acc + (kh * g->KW + kw) * 16;                                      \
+                        for (int k = 0; k < 16; k++) a[k] = ap[k];                                 \
+                        const T *restrict xs = xr + tb->xo[kw];                                    \
+                        int64_t o = lo;                                                            \
+                        for (; o + 16 <= hi; o += 16)                                              \
+                            for (int k = 0; k < 16; k++) a[k] += dyr[o + k] * xs[o + k];           \
+                        if (o + 8 <= hi) {                                                         \
+                            for (int k = 0; k < 8; k++) a[k] += dyr[o + k] * xs[o + k];            \
+                            o += 8;                                                                \
+                        }                                                                          \
+                        if (o + 4 <= hi) {                                                         \
+                            for (int k = 0; k < 4; k++) a[8 + k] += dyr[o + k] * xs[o + k];        \
+                            o += 4;                                                                \
+                        }                                                                          \
+                        for (int k = 12; o < hi; o++, k++) a[k] += dyr[o] * xs[o];                 \
+                        for (int k = 0; k < 16; k++) ap[k] = a[k];                                 \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            for (int64_t i = 0; i < ksz * 16; i++) dacc[i] += (A)acc[i];                           \
+        }                                                                                          \
+        for (int64_t t = 0; t < ksz; t++) {                                                        \
+            A s = 0;                                                                               \
+            for (int k = 0; k < 16; k++) s += dacc[t * 16 + k];                                    \
+            dw[m * ksz + t] = (T)s;                                                                \
+        }                                                                                          \
+    }
+
+DEF_DW(float, double, f32)
+DEF_DW(double, double, f64)
+
+static bool use_depthwise(const conv_plan *q) {
+    if (q->Cg != 1 || q->nd > 2) return false;
+    const char *e = getenv("OPCONFORM_CONV_DEPTHWISE");
+    return !(e && e[0] == '0');
+}
+
+typedef float dw_vf __attribute__((vector_size(64)));
+typedef double dw_vd __attribute__((vector_size(128)));
+typedef int32_t dw_mf __attribute__((vector_size(64)));
+typedef int64_t dw_md __attribute__((vector_size(128)));
+#define DEF_DWG(T, V, MV, SFX)                                                                     \
+    /* dX item (n, c) for stride 1: output-stationary over a zero-framed copy of dY[n, m] (dyp:     \
+     * rows IH + (KH-1)*DH, pitch tb->wd). Tasks (input row, 16 columns) four at a time, each      \
+     * task's sum over taps in (kh, kw) order, m in order. */                                      \
+    static void dw_dx1_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *w, T *dx, \
+                             int64_t n, int64_t c, T *dyp) {                                       \
+        const dw_geom *g = &tb->g;                                                                 \
+        int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW, wd = tb->wd;        \
+        int64_t rows = g->IH + (g->KH - 1) * g->DH;                                                \
+        int64_t tm = (g->KH - 1) * g->DH - g->PH, lm = (g->KW - 1) * g->DW - g->PW;                \
+        int64_t nch = (g->IW + 15) / 16, ntask = g->IH * nch;                                      \
+        const int64_t *toff = tb->toff;                                                            \
+        T *dxc = dx + (n * q->C + c) * isz;                                                        \
+        for (int64_t m = c * q->Mg; m < (c + 1) * q->Mg; m++) {                                    \
+            const T *dyc = dy + (n * q->M + m) * osz, *wm = w + m * ksz;                           \
+            for (int64_t r = 0; r < rows; r++) {                                                   \
+                T *d = dyp + r * wd;                                                               \
+                memset(d, 0, (size_t)wd * sizeof(T));                                              \
+                int64_t oh = r - tm;                                                               \
+                if (oh < 0 || oh >= g->OH) continue;                                               \
+                int64_t c0 = lm < 0 ? -lm : 0, c1 = g->OW < wd - lm ? g->OW : wd - lm;             \
+                if (c1 > c0) memcpy(d + c0 + lm, dyc + oh * g->OW + c0, (size_t)(c1 - c0) * sizeof(T)); \
+            }                                                                                      \
+            bool first = m == c * q->Mg;                                                           \
+            for (int64_t t0 = 0; t0 < ntask; t0 += 4) {                                            \
+                int nt = ntask - t0 < 4 ? (int)(ntask - t0) : 4;                                   \
+                const T *b[4];                                                                     \
+                T *o[4];                                                                           \
+                int64_t len[4];                                                                    \
+                for (int j = 0; j < 4; j++) {                                                      \
+                    int64_t t = t0 + (j < nt ? j : 0), ih = t / nch, i0 = t % nch * 16;            \
+                    b[j] = dyp + ih * wd + i0;                                                     \
+                    o[j] = dxc + ih * g->IW + i0;                                                  \
+                    len[j] = g->IW - i0 < 16 ? g->IW - i0 : 16;                                    \
+                }                                                                                  \
+                V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, s;                                       \
+                if (nt == 4) {                                                                     \
+                    for (int64_t k = 0; k < ksz; k++) {                                            \
+                        const T wv = wm[k];                                                        \
+                        int64_t f = toff[k];                                                       \
+                        memcpy(&s, b[0] + f, sizeof s); a0 += wv * s;                              \
+                        memcpy(&s, b[1] + f, sizeof s); a1 += wv * s;                              \
+                        memcpy(&s, b[2] + f, sizeof s); a2 += wv * s;                              \
+                        memcpy(&s, b[3] + f, sizeof s); a3 += wv * s;                              \
+                    }                                                                              \
+                } else {                                                                           \
+                    for (int64_t k = 0; k < ksz; k++) {                                            \
+                        const T wv = wm[k];                                                        \
+                        int64_t f = toff[k];                                                       \
+                        memcpy(&s, b[0] + f, sizeof s); a0 += wv * s;                              \
+                        if (nt > 1) { memcpy(&s, b[1] + f, sizeof s); a1 += wv * s; }              \
+                        if (nt > 2) { memcpy(&s, b[2] + f, sizeof s); a2 += wv * s; }              \
+                    }                                                                              \
+                }                                                                                  \
+                V *av[4] = {&a0, &a1, &a2, &a3};                                                   \
+                for (int j = 0; j < nt; j++) {                                                     \
+                    if (len[j] == 16 && first) memcpy(o[j], av[j], sizeof(V));                     \
+                    else if (len[j] == 16) {                                                       \
+                        memcpy(&s, o[j], sizeof s);                                                \
+                        s += *av[j];                                                               \
+                        memcpy(o[j], &s, sizeof s);                                                \
+                    } else {                                                                       \
+                        T tmp[16];                                                                 \
+                        memcpy(tmp, av[j], sizeof tmp);                                            \
+                        for (int64_t k = 0; k < len[j]; k++) o[j][k] = first ? tmp[k] : o[j][k] + tmp[k]; \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* dW item (m) for sw = 1: per image a zero-framed copy of X[n, c] (xp: rows (OH-1)*SH +        \
+     * (KH-1)*DH + 1, pitch tb->wdx); per output row 16 columns of dY at a time against each tap's \
+     * X, one 16-lane accumulator per tap (the last chunk's lanes past the row masked to 0);       \
+     * float32 lanes flushed into float64 lanes after each image, the lanes summed in order. */    \
+    static void dw_dw1_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *x, T *dw, \
+                             int64_t m, V *acc, dw_vd *dacc, T *xp) {                              \
+        const dw_geom *g = &tb->g;                                                                 \
+        int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW, wd = tb->wdx;       \
+        int64_t rows = (g->OH - 1) * g->SH + (g->KH - 1) * g->DH + 1;                              \
+        int64_t c = m / q->Mg;                                                                     \
+        const int64_t *toff = tb->toffx;                                                           \
+        for (int64_t i = 0; i < ksz; i++) dacc[i] = (dw_vd){0};                                \
+        for (int64_t n = 0; n < q->N; n++) {                                                       \
+            const T *dyc = dy + (n * q->M + m) * osz, *xc = x + (n * q->C + c) * isz;              \
+            for (int64_t r = 0; r < rows; r++) {                                                   \
+                T *d = xp + r * wd;                                                                \
+                memset(d, 0, (size_t)wd * sizeof(T));                                              \
+                int64_t ih = r - g->PH;                                                            \
+                if (ih < 0 || ih >= g->IH) continue;                                               \
+                int64_t c0 = g->PW, c1 = g->PW + g->IW < wd ? g->PW + g->IW : wd;                  \
+                if (c1 > c0) memcpy(d + c0, xc + ih * g->IW, (size_t)(c1 - c0) * sizeof(T));      \
+            }                                                                                      \
+            for (int64_t k = 0; k < ksz; k++) acc[k] = (V){0};                                     \
+            for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+                const T *dyr = dyc + oh * g->OW, *xr = xp + oh * g->SH * wd;                       \
+                for (int64_t i0 = 0; i0 < g->OW; i0 += 16) {                                       \
+                    V dv, s;                                                                       \
+                    const T *xs = xr + i0;                                                         \
+                    if (i0 + 16 <= g->OW) {                                                        \
+                        memcpy(&dv, dyr + i0, sizeof dv);                                          \
+                        for (int64_t k = 0; k < ksz; k++) {                                        \
+                            memcpy(&s, xs + toff[k], sizeof s);                                    \
+                            acc[k] += dv * s;                                                      \
+                        }                                                                          \
+                    } else {                                                                       \
+                        T tmp[16] = {0};                                                           \
+                        MV mask;                                                                   \
+                        for (int j = 0; j < 16; j++) mask[j] = i0 + j < g->OW ? -1 : 0;            \
+                        memcpy(tmp, dyr + i0, (size_t)(g->OW - i0) * sizeof(T));                   \
+                        memcpy(&dv, tmp, sizeof dv);                                               \
+                        for (int64_t k = 0; k < ksz; k++) {                                        \
+                            memcpy(&s, xs + toff[k], sizeof s);                                    \
+                            V p = dv * s;                                                          \
+                            MV pm;                                                                 \
+                            memcpy(&pm, &p, sizeof pm);                                            \
+                            pm &= mask;                                                            \
+                            memcpy(&p, &pm, sizeof p);                                             \
+                            acc[k] += p;                                                           \
+                        }                                                                          \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            for (int64_t k = 0; k < ksz; k++) {                                                    \
+                T l[16];                                                                           \
+                memcpy(l, &acc[k], sizeof l);                                                      \
+                double *da = (double *)&dacc[k];                                               \
+                for (int j = 0; j < 16; j++) da[j] += (double)l[j];                                \
+            }                                                                                      \
+        }                                                                                          \
+        for (int64_t k = 0; k < ksz; k++) {                                                        \
+            const double *da = (const double *)&dacc[k];                                       \
+            double s = 0;                                                                          \
+            for (int j = 0; j < 16; j++) s += da[j];                                               \
+            dw[m * ksz + k] = (T)s;                                                                \
+        }                                                                                          \
+    }
+
+DEF_DWG(float, dw_vf, dw_mf, f32)
+DEF_DWG(double, dw_vd, dw_md, f64)
+
+
+/* dX and/or dW by the depthwise path (sizes checked non-empty by the caller) */
+static int32_t dw_exec(opc_call *c, const conv_plan *q, const void *dy, const void *x, const void *w, void *dx,
+                       void *dw, int nt) {
+    dw_tabs tb;
+    if (dw_tables(q, &tb)) return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "out of memory for the depthwise tables");
+    const dw_geom *g = &tb.g;
+    int64_t ksz = g->KH * g->KW, work = g->OH * g->OW * ksz; /* multiply-adds per (n, m) */
+    int64_t es = (int64_t)opc_dtype_size(q->dtype);
+    bool s1 = g->SW == 1 && g->SH == 1;
+    size_t scratch = g->SW > 1 ? (size_t)(g->IH * g->IW * es) : 0;
+    size_t scratch_dx = s1 ? (size_t)((g->IH + (g->KH - 1) * g->DH) * tb.wd * es) : scratch;
+    size_t scratch_dw = g->SW == 1 ? (size_t)(((g->OH - 1) * g->SH + (g->KH - 1) * g->DH + 1) * tb.wdx * es) : scratch;
+    int32_t status = OPC_OK;
+    if (dx) {
+        int64_t items = q->N * q->C;
+        int64_t want = (int64_t)((double)items * (double)(q->Mg * work) / (double)opc_grain(16384)) + 1;
+        int t = (int)(want < nt ? want : nt);
+        if (t > items) t = (int)(items > 0 ? items : 1);
+#pragma omp parallel num_threads(t)
+        {
+            void *sc = scratch_dx ? malloc(scratch_dx) : NULL;
+            bool ok = !scratch_dx || sc;
+            if (!ok) {
+#pragma omp atomic write
+                status = OPC_ERR_OUT_OF_MEMORY;
+            }
+#pragma omp for schedule(static)
+            for (int64_t it = 0; it < items; it++) {
+                if (!ok) continue;
+                if (s1 && q->dtype == OPC_FLOAT) dw_dx1_f32(q, &tb, dy, w, dx, it / q->C, it % q->C, sc);
+                else if (s1) dw_dx1_f64(q, &tb, dy, w, dx, it / q->C, it % q->C, sc);
+                else if (q->dtype == OPC_FLOAT) dw_dx_f32(q, &tb, dy, w, dx, it / q->C, it % q->C, sc);
+                else dw_dx_f64(q, &tb, dy, w, dx, it / q->C, it % q->C, sc);
+            }
+            free(sc);
+        }
+    }
+    if (dw && !status) {
+        int64_t items = q->M;
+        int64_t want = (int64_t)((double)items * (double)(q->N * work) / (double)opc_grain(16384)) + 1;
+        int t = (int)(want < nt ? want : nt);
+        if (t > items) t = (int)(items > 0 ? items : 1);
+#pragma omp parallel num_threads(t)
+        {
+            void *acc = aligned_alloc(128, (size_t)(ksz * 16) * sizeof(double));
+            void *dacc = aligned_alloc(128, (size_t)(ksz * 16) * sizeof(double));
+            void *sc = scratch_dw ? malloc(scratch_dw) : NULL;
+            bool ok = acc && dacc && (!scratch_dw || sc);
+            if (!ok) {
+#pragma omp atomic write
+                status = OPC_ERR_OUT_OF_MEMORY;
+            }
+#pragma omp for schedule(static)
+            for (int64_t m = 0; m < items; m++) {
+                if (!ok) continue;
+                if (g->SW == 1 && q->dtype == OPC_FLOAT) dw_dw1_f32(q, &tb, dy, x, dw, m, acc, dacc, sc);
+                else if (g->SW == 1) dw_dw1_f64(q, &tb, dy, x, dw, m, acc, dacc, sc);
+                else if (q->dtype == OPC_FLOAT) dw_dw_f32(q, &tb, dy, x, dw, m, acc, dacc, sc);
+                else dw_dw_f64(q, &tb, dy, x, dw, m, acc, dacc, sc);
+            }
+            free(acc);
+            free(dacc);
+            free(sc);
+        }
+    }
+    free(tb.lo);
+    if (status) return opc_fail(c, status, "out of memory for the depthwise buffers");
+    return OPC_OK;
+}
+
 static int32_t conv_exec(opc_call *c, const conv_plan *q, const void *dy_in, const void *x_in, const void *w_in,
                          void *dx, void *dw, void *db) {
     conv_ctx x = {0};
@@ -508,6 +910,7 @@ static int32_t conv_exec(opc_call *c, const conv_plan *q, const void *dy_in, con
         need_dw = false;
     }
     if (!need_dx && !need_dw) return OPC_OK;
+    if (use_depthwise(q)) return dw_exec(c, q, x.dy, x.x, x.w, need_dx ? dx : NULL, need_dw ? dw : NULL, nt);
 
     x.nchunks = (q->P + q->PC - 1) / q->PC;
     /* dX channel blocks: up to 4 per (n, g) when there are few images, so small batches still
