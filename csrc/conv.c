@@ -481,16 +481,25 @@ static void db_pass(const conv_plan *q, const void *dy, void *db, int threads) {
 }
 
 /* ---- depthwise path (group = C: Cg = 1, Mg = channel multiplier; 1-D and 2-D) ---------------- *
- * No im2col, no GEMM: each output row of dY is combined with an input row of X per filter tap,
- * vectorised along the row (the last spatial axis).
- *   dX item (n, c): dX[n,c] = sum over m in c's group, taps (kh, kw), output rows oh of
- *                   W[m,kh,kw] * dY[n,m,oh,:] scattered to row oh*sh - ph + kh*dh, columns
- *                   ow*sw - pw + kw*dw (an axpy along the row; strided when sw > 1).
- *   dW item (m):    dW[m,kh,kw] = sum over n, oh of dot(dY[n,m,oh,:], X[n,c,ih,ow*sw + kw*dw - pw])
- *                   in 16 lanes per tap; float32 lanes are flushed into float64 lanes after every
- *                   image, the lanes summed in order at the end.
+ * No im2col, no GEMM; 16-lane vectors (GCC vector extensions) along the last spatial axis.
+ *   dX item (n, c) (dw_dx1): output-stationary. dY[n, m] is copied into a zero-framed buffer; each
+ *       dX position sums W[m, kh, kw] * dY[n, m, oh, ow] over the taps that reach it, 16 positions
+ *       of a row at a time, four such tasks in flight (independent accumulators). Strides by
+ *       phases: the positions with (ih + ph) % sh = a, iw % sw = b share one tap list (no
+ *       multiplies by the zeros a strided transposed conv would insert); with sw > 1 the row
+ *       phases are written contiguously and interleaved at the end. Strides with sh * sw > 64 use
+ *       dw_dx, a scatter of each dY row into dX rows per tap.
+ *   dW item (m) (dw_dw1): per image a zero-framed copy of X[n, c] split into sw column phases, so
+ *       that every tap's X values for 16 consecutive output columns are 16 consecutive elements;
+ *       one 16-lane accumulator per tap, the lanes past a row's end masked to zero (a dY tail
+ *       never meets an X value, so inf / NaN in X stay where the math puts them); float32 lanes
+ *       are flushed into float64 lanes after every image and the 16 lanes summed in order.
+ *   dB as the other paths (db_pass).
  * Every item is computed by one thread in a fixed order: bitwise identical for any thread count.
- * 3-D convolutions keep the im2col path. OPCONFORM_CONV_DEPTHWISE=0 turns the path off. */
+ * dX is computed in the input's type, a sum of Mg * (taps reaching the position) products. The
+ * zero frames multiply W by zeros (an inf / NaN in W spreads to dX positions its tap does not
+ * reach, as on the im2col / transposed path). 3-D convolutions keep the im2col path.
+ * OPCONFORM_CONV_DEPTHWISE=0 turns the path off (a comparison for tests and benches). */
 typedef struct {
     int64_t IH, IW, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW;
 } dw_geom;
@@ -518,11 +527,13 @@ static inline void dw_cols(const dw_geom *g, int64_t base, int64_t *lo, int64_t 
 
 /* per kernel column kw: valid output columns [lo, hi) and where output column o's input sits in the
  * (row-phase, when sw > 1) row: xo + o; off[b]: start of column phase b in a row (sw > 1) */
+#define DW_MAX_PHASES 64 /* strides with SH * SW above this take dw_dx's scatter for dX */
 typedef struct {
     dw_geom g;
     int64_t *lo, *hi, *xo, *off;
-    int64_t wd;  /* stride 1: pitch of dw_dx1's zero-framed dY copy (columns of 16 + the kernel's reach) */
-    int64_t wdx; /* sw = 1: pitch of dw_dw1's zero-framed X copy */
+    int64_t wd, rowsd, tr, tc; /* dw_dx1's zero-framed dY copy: pitch, rows, dY's row and column offsets */
+    int64_t *tapcnt, *tapk, *tapoff; /* dw_dx1's tap lists per phase (a, b): count, tap index, offset */
+    int64_t wdx, rowsx; /* pitch and rows of one column phase of dw_dw1's zero-framed X copy */
     int64_t *toff, *toffx; /* per tap (kh, kw): offset in dw_dx1's dY copy, in dw_dw1's X copy */
 } dw_tabs;
 
@@ -530,7 +541,8 @@ static int32_t dw_tables(const conv_plan *q, dw_tabs *t) {
     t->g = dw_geometry(q);
     const dw_geom *g = &t->g;
     int64_t ksz = g->KH * g->KW;
-    int64_t *mem = malloc((size_t)(3 * g->KW + g->SW + 1 + 2 * ksz) * sizeof(int64_t));
+    int64_t nph = g->SH * g->SW <= DW_MAX_PHASES ? g->SH * g->SW : 0;
+    int64_t *mem = malloc((size_t)(3 * g->KW + g->SW + 1 + 2 * ksz + nph * (1 + 2 * ksz)) * sizeof(int64_t));
     if (!mem) return OPC_ERR_OUT_OF_MEMORY;
     t->lo = mem;
     t->hi = mem + g->KW;
@@ -538,12 +550,32 @@ static int32_t dw_tables(const conv_plan *q, dw_tabs *t) {
     t->off = mem + 3 * g->KW;
     t->toff = t->off + g->SW + 1;
     t->toffx = t->toff + ksz;
-    t->wd = (g->IW + 15) / 16 * 16 + (g->KW - 1) * g->DW;
-    t->wdx = (g->OW + 15) / 16 * 16 + (g->KW - 1) * g->DW;
+    t->tapcnt = t->toffx + ksz;
+    t->tapk = t->tapcnt + nph;
+    t->tapoff = t->tapk + nph * ksz;
+    t->tr = ceil_div((g->KH - 1) * g->DH - g->PH, g->SH);
+    t->tr = t->tr < 0 ? 0 : t->tr;
+    t->tc = ceil_div((g->KW - 1) * g->DW - g->PW, g->SW);
+    t->tc = t->tc < 0 ? 0 : t->tc;
+    t->rowsd = (g->IH - 1 + g->PH) / g->SH + 1 + t->tr;
+    t->wd = ((g->IW + g->SW - 1) / g->SW + 15) / 16 * 16 + (g->SW - 1 + g->PW) / g->SW + t->tc;
+    for (int64_t ph = 0; ph < nph; ph++) {
+        int64_t a = ph / g->SW, b = ph % g->SW, cnt = 0;
+        for (int64_t kh = 0; kh < g->KH; kh++)
+            for (int64_t kw = 0; kw < g->KW; kw++) {
+                int64_t rr = a - kh * g->DH, cc = b + g->PW - kw * g->DW;
+                if (rr - floor_div(rr, g->SH) * g->SH || cc - floor_div(cc, g->SW) * g->SW) continue;
+                t->tapk[ph * ksz + cnt] = kh * g->KW + kw;
+                t->tapoff[ph * ksz + cnt] = floor_div(rr, g->SH) * t->wd + floor_div(cc, g->SW);
+                cnt++;
+            }
+        t->tapcnt[ph] = cnt;
+    }
+    t->wdx = (g->OW + 15) / 16 * 16 + (g->KW - 1) * g->DW / g->SW;
+    t->rowsx = (g->OH - 1) * g->SH + (g->KH - 1) * g->DH + 1;
     for (int64_t kh = 0; kh < g->KH; kh++)
         for (int64_t kw = 0; kw < g->KW; kw++) {
-            t->toff[kh * g->KW + kw] = (g->KH - 1 - kh) * g->DH * t->wd + (g->KW - 1 - kw) * g->DW;
-            t->toffx[kh * g->KW + kw] = kh * g->DH * t->wdx + kw * g->DW;
+            t->toffx[kh * g->KW + kw] = ((kw * g->DW % g->SW) * t->rowsx + kh * g->DH) * t->wdx + kw * g->DW / g->SW;
         }
     int64_t o = 0;
     for (int64_t b = 0; b < g->SW; b++) {
@@ -563,15 +595,6 @@ static int32_t dw_tables(const conv_plan *q, dw_tabs *t) {
 }
 
 #define DEF_DW(T, A, SFX)                                                                          \
-    /* row phases for sw > 1: row r's columns b, b + sw, ... stored contiguously at ph + r * IW + off[b] */ \
-    static void dw_split_##SFX(const dw_geom *g, const int64_t *off, const T *src, T *ph) {        \
-        for (int64_t r = 0; r < g->IH; r++)                                                        \
-            for (int64_t b = 0; b < g->SW; b++) {                                                  \
-                T *d = ph + r * g->IW + off[b];                                                    \
-                const T *s = src + r * g->IW + b;                                                  \
-                for (int64_t j = 0; b + j * g->SW < g->IW; j++) d[j] = s[j * g->SW];               \
-            }                                                                                      \
-    }                                                                                              \
     static void dw_merge_##SFX(const dw_geom *g, const int64_t *off, const T *ph, T *dst) {        \
         for (int64_t r = 0; r < g->IH; r++)                                                        \
             for (int64_t b = 0; b < g->SW; b++) {                                                  \
@@ -580,7 +603,7 @@ static int32_t dw_tables(const conv_plan *q, dw_tabs *t) {
                 for (int64_t j = 0; b + j * g->SW < g->IW; j++) d[j * g->SW] = s[j];               \
             }                                                                                      \
     }                                                                                              \
-    /* scratch: the item's thread buffer of IH * IW elements (row phases, sw > 1) */               \
+    /* sh * sw > 64: scatter; scratch: IH * IW elements (row phases, sw > 1) */                    \
     static void dw_dx_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *w, T *dx, \
                             int64_t n, int64_t c, T *scratch) {                                    \
         const dw_geom *g = &tb->g;                                                                 \
@@ -606,56 +629,6 @@ static int32_t dw_tables(const conv_plan *q, dw_tabs *t) {
             }                                                                                      \
         }                                                                                          \
         if (g->SW > 1) dw_merge_##SFX(g, tb->off, acc, dxc);                                       \
-    }                                                                                              \
-    /* acc: ksz * 16 lanes of T, dacc: ksz * 16 lanes of A, scratch: IH * IW of T (sw > 1) */      \
-    static void dw_dw_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *x, T *dw, \
-                            int64_t m, T *acc, A *dacc, T *scratch) {                              \
-        const dw_geom *g = &tb->g;                                                                 \
-        int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW;                     \
-        int64_t c = m / q->Mg;                                                                     \
-        for (int64_t i = 0; i < ksz * 16; i++) dacc[i] = 0;                                        \
-        for (int64_t n = 0; n < q->N; n++) {                                                       \
-            for (int64_t i = 0; i < ksz * 16; i++) acc[i] = 0;                                     \
-            const T *dyc = dy + (n * q->M + m) * osz, *xc = x + (n * q->C + c) * isz;              \
-            if (g->SW > 1) {                                                                       \
-                dw_split_##SFX(g, tb->off, xc, scratch);                                           \
-                xc = scratch;                                                                      \
-            }                                                                                      \
-            for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
-                const T *restrict dyr = dyc + oh * g->OW;                                          \
-                for (int64_t kh = 0; kh < g->KH; kh++) {                                           \
-                    int64_t ih = oh * g->SH - g->PH + kh * g->DH;                                  \
-                    if (ih < 0 || ih >= g->IH) continue;                                           \
-                    const T *xr = xc + ih * g->IW;                                                 \
-                    for (int64_t kw = 0; kw < g->KW; kw++) {                                       \
-                        int64_t lo = tb->lo[kw], hi = tb->hi[kw];                                  \
-                        T a[16];                                                                   \
-                        T *ap = acc + (kh * g->KW + kw) * 16;                                      \
-                        for (int k = 0; k < 16; k++) a[k] = ap[k];                                 \
-                        const T *restrict xs = xr + tb->xo[kw];                                    \
-                        int64_t o = lo;                                                            \
-                        for (; o + 16 <= hi; o += 16)                                              \
-                            for (int k = 0; k < 16; k++) a[k] += dyr[o + k] * xs[o + k];           \
-                        if (o + 8 <= hi) {                                                         \
-                            for (int k = 0; k < 8; k++) a[k] += dyr[o + k] * xs[o + k];            \
-                            o += 8;                                                                \
-                        }                                                                          \
-                        if (o + 4 <= hi) {                                                         \
-                            for (int k = 0; k < 4; k++) a[8 + k] += dyr[o + k] * xs[o + k];        \
-                            o += 4;                                                                \
-                        }                                                                          \
-                        for (int k = 12; o < hi; o++, k++) a[k] += dyr[o] * xs[o];                 \
-                        for (int k = 0; k < 16; k++) ap[k] = a[k];                                 \
-                    }                                                                              \
-                }                                                                                  \
-            }                                                                                      \
-            for (int64_t i = 0; i < ksz * 16; i++) dacc[i] += (A)acc[i];                           \
-        }                                                                                          \
-        for (int64_t t = 0; t < ksz; t++) {                                                        \
-            A s = 0;                                                                               \
-            for (int k = 0; k < 16; k++) s += dacc[t * 16 + k];                                    \
-            dw[m * ksz + t] = (T)s;                                                                \
-        }                                                                                          \
     }
 
 DEF_DW(float, double, f32)
@@ -672,74 +645,98 @@ typedef double dw_vd __attribute__((vector_size(128)));
 typedef int32_t dw_mf __attribute__((vector_size(64)));
 typedef int64_t dw_md __attribute__((vector_size(128)));
 #define DEF_DWG(T, V, MV, SFX)                                                                     \
-    /* dX item (n, c) for stride 1: output-stationary over a zero-framed copy of dY[n, m] (dyp:     \
-     * rows IH + (KH-1)*DH, pitch tb->wd). Tasks (input row, 16 columns) four at a time, each      \
-     * task's sum over taps in (kh, kw) order, m in order. */                                      \
+    /* dX item (n, c), output-stationary over a zero-framed copy of dY[n, m] (dyp: tb->rowsd rows, \
+     * pitch tb->wd, dY[oh, ow] at row oh + TR, column ow + TC). Strides by phases: the dX positions \
+     * (ih, iw) with (ih + PH) % SH = a and iw % SW = b take the taps of list (a, b) (tb->tapk,      \
+     * tb->tapoff), 16 positions j, j+1, .. (iw = j * SW + b) at a time, four such tasks at once; each \
+     * position's sum over its taps in (kh, kw) order, m in order. */                              \
     static void dw_dx1_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *w, T *dx, \
                              int64_t n, int64_t c, T *dyp) {                                       \
         const dw_geom *g = &tb->g;                                                                 \
         int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW, wd = tb->wd;        \
-        int64_t rows = g->IH + (g->KH - 1) * g->DH;                                                \
-        int64_t tm = (g->KH - 1) * g->DH - g->PH, lm = (g->KW - 1) * g->DW - g->PW;                \
-        int64_t nch = (g->IW + 15) / 16, ntask = g->IH * nch;                                      \
-        const int64_t *toff = tb->toff;                                                            \
+        int64_t SH = g->SH, SW = g->SW, TR = tb->tr, TC = tb->tc;                                  \
         T *dxc = dx + (n * q->C + c) * isz;                                                        \
+        T *outp = SW > 1 ? dyp + tb->rowsd * wd : dxc; /* sw > 1: row phases, merged at the end */ \
         for (int64_t m = c * q->Mg; m < (c + 1) * q->Mg; m++) {                                    \
             const T *dyc = dy + (n * q->M + m) * osz, *wm = w + m * ksz;                           \
-            for (int64_t r = 0; r < rows; r++) {                                                   \
+            for (int64_t r = 0; r < tb->rowsd; r++) {                                              \
                 T *d = dyp + r * wd;                                                               \
                 memset(d, 0, (size_t)wd * sizeof(T));                                              \
-                int64_t oh = r - tm;                                                               \
+                int64_t oh = r - TR;                                                               \
                 if (oh < 0 || oh >= g->OH) continue;                                               \
-                int64_t c0 = lm < 0 ? -lm : 0, c1 = g->OW < wd - lm ? g->OW : wd - lm;             \
-                if (c1 > c0) memcpy(d + c0 + lm, dyc + oh * g->OW + c0, (size_t)(c1 - c0) * sizeof(T)); \
+                int64_t c1 = g->OW < wd - TC ? g->OW : wd - TC;                                    \
+                if (c1 > 0) memcpy(d + TC, dyc + oh * g->OW, (size_t)c1 * sizeof(T));              \
             }                                                                                      \
             bool first = m == c * q->Mg;                                                           \
-            for (int64_t t0 = 0; t0 < ntask; t0 += 4) {                                            \
-                int nt = ntask - t0 < 4 ? (int)(ntask - t0) : 4;                                   \
-                const T *b[4];                                                                     \
-                T *o[4];                                                                           \
-                int64_t len[4];                                                                    \
-                for (int j = 0; j < 4; j++) {                                                      \
-                    int64_t t = t0 + (j < nt ? j : 0), ih = t / nch, i0 = t % nch * 16;            \
-                    b[j] = dyp + ih * wd + i0;                                                     \
-                    o[j] = dxc + ih * g->IW + i0;                                                  \
-                    len[j] = g->IW - i0 < 16 ? g->IW - i0 : 16;                                    \
-                }                                                                                  \
-                V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, s;                                       \
-                if (nt == 4) {                                                                     \
-                    for (int64_t k = 0; k < ksz; k++) {                                            \
-                        const T wv = wm[k];                                                        \
-                        int64_t f = toff[k];                                                       \
-                        memcpy(&s, b[0] + f, sizeof s); a0 += wv * s;                              \
-                        memcpy(&s, b[1] + f, sizeof s); a1 += wv * s;                              \
-                        memcpy(&s, b[2] + f, sizeof s); a2 += wv * s;                              \
-                        memcpy(&s, b[3] + f, sizeof s); a3 += wv * s;                              \
-                    }                                                                              \
-                } else {                                                                           \
-                    for (int64_t k = 0; k < ksz; k++) {                                            \
-                        const T wv = wm[k];                                                        \
-                        int64_t f = toff[k];                                                       \
-                        memcpy(&s, b[0] + f, sizeof s); a0 += wv * s;                              \
-                        if (nt > 1) { memcpy(&s, b[1] + f, sizeof s); a1 += wv * s; }              \
-                        if (nt > 2) { memcpy(&s, b[2] + f, sizeof s); a2 += wv * s; }              \
-                    }                                                                              \
-                }                                                                                  \
-                V *av[4] = {&a0, &a1, &a2, &a3};                                                   \
-                for (int j = 0; j < nt; j++) {                                                     \
-                    if (len[j] == 16 && first) memcpy(o[j], av[j], sizeof(V));                     \
-                    else if (len[j] == 16) {                                                       \
-                        memcpy(&s, o[j], sizeof s);                                                \
-                        s += *av[j];                                                               \
-                        memcpy(o[j], &s, sizeof s);                                                \
-                    } else {                                                                       \
-                        T tmp[16];                                                                 \
-                        memcpy(tmp, av[j], sizeof tmp);                                            \
-                        for (int64_t k = 0; k < len[j]; k++) o[j][k] = first ? tmp[k] : o[j][k] + tmp[k]; \
+            for (int64_t a = 0; a < SH; a++) {                                                     \
+                int64_t ih0 = ((a - g->PH) % SH + SH) % SH;                                        \
+                if (ih0 >= g->IH) continue;                                                        \
+                int64_t nih = (g->IH - 1 - ih0) / SH + 1;                                          \
+                for (int64_t b = 0; b < SW && b < g->IW; b++) {                                    \
+                    int64_t ph = a * SW + b, cnt = tb->tapcnt[ph];                                 \
+                    const int64_t *tk = tb->tapk + ph * ksz, *to = tb->tapoff + ph * ksz;          \
+                    int64_t nj = (g->IW - b + SW - 1) / SW, nch = (nj + 15) / 16, ntask = nih * nch; \
+                    int64_t r0 = (ih0 + g->PH - a) / SH + TR, ti = 0, tc = 0; /* task: row, chunk */ \
+                    int64_t ocol = SW > 1 ? tb->off[b] : 0;                                        \
+                    for (int64_t t0 = 0; t0 < ntask; t0 += 4) {                                    \
+                        int nt = ntask - t0 < 4 ? (int)(ntask - t0) : 4;                           \
+                        const T *bp[4];                                                            \
+                        T *o[4];                                                                   \
+                        int64_t len[4];                                                            \
+                        for (int j = 0; j < 4; j++) {                                              \
+                            int64_t j0 = tc * 16;                                                  \
+                            bp[j] = dyp + (r0 + ti) * wd + j0 + TC;                                \
+                            o[j] = outp + (ih0 + ti * SH) * g->IW + ocol + j0;                     \
+                            len[j] = nj - j0 < 16 ? nj - j0 : 16;                                  \
+                            if (j + 1 < nt && ++tc == nch) {                                       \
+                                tc = 0;                                                            \
+                                ti++;                                                              \
+                            }                                                                      \
+                        }                                                                          \
+                        if (++tc == nch) {                                                         \
+                            tc = 0;                                                                \
+                            ti++;                                                                  \
+                        }                                                                          \
+                        V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, s;                               \
+                        if (nt == 4) {                                                             \
+                            for (int64_t k = 0; k < cnt; k++) {                                    \
+                                const T wv = wm[tk[k]];                                            \
+                                int64_t f = to[k];                                                 \
+                                memcpy(&s, bp[0] + f, sizeof s); a0 += wv * s;                     \
+                                memcpy(&s, bp[1] + f, sizeof s); a1 += wv * s;                     \
+                                memcpy(&s, bp[2] + f, sizeof s); a2 += wv * s;                     \
+                                memcpy(&s, bp[3] + f, sizeof s); a3 += wv * s;                     \
+                            }                                                                      \
+                        } else {                                                                   \
+                            for (int64_t k = 0; k < cnt; k++) {                                    \
+                                const T wv = wm[tk[k]];                                            \
+                                int64_t f = to[k];                                                 \
+                                memcpy(&s, bp[0] + f, sizeof s); a0 += wv * s;                     \
+                                if (nt > 1) { memcpy(&s, bp[1] + f, sizeof s); a1 += wv * s; }     \
+                                if (nt > 2) { memcpy(&s, bp[2] + f, sizeof s); a2 += wv * s; }     \
+                            }                                                                      \
+                        }                                                                          \
+                        V *av[4] = {&a0, &a1, &a2, &a3};                                           \
+                        for (int j = 0; j < nt; j++) {                                             \
+                            if (len[j] == 16 && first) memcpy(o[j], av[j], sizeof(V));             \
+                            else if (len[j] == 16) {                                               \
+                                memcpy(&s, o[j], sizeof s);                                        \
+                                s += *av[j];                                                       \
+                                memcpy(o[j], &s, sizeof s);                                        \
+                            } else {                                                               \
+                                T tmp[16];                                                         \
+                                memcpy(tmp, av[j], sizeof tmp);                                    \
+                                if (first)                                                         \
+                                    for (int64_t k = 0; k < len[j]; k++) o[j][k] = tmp[k];         \
+                                else                                                               \
+                                    for (int64_t k = 0; k < len[j]; k++) o[j][k] += tmp[k];        \
+                            }                                                                      \
+                        }                                                                          \
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
+        if (SW > 1) dw_merge_##SFX(g, tb->off, outp, dxc);                                         \
     }                                                                                              \
     /* dW item (m) for sw = 1: per image a zero-framed copy of X[n, c] (xp: rows (OH-1)*SH +        \
      * (KH-1)*DH + 1, pitch tb->wdx); per output row 16 columns of dY at a time against each tap's \
@@ -749,20 +746,28 @@ typedef int64_t dw_md __attribute__((vector_size(128)));
                              int64_t m, V *acc, dw_vd *dacc, T *xp) {                              \
         const dw_geom *g = &tb->g;                                                                 \
         int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW, wd = tb->wdx;       \
-        int64_t rows = (g->OH - 1) * g->SH + (g->KH - 1) * g->DH + 1;                              \
+        int64_t rows = tb->rowsx;                                                                  \
         int64_t c = m / q->Mg;                                                                     \
         const int64_t *toff = tb->toffx;                                                           \
         for (int64_t i = 0; i < ksz; i++) dacc[i] = (dw_vd){0};                                \
         for (int64_t n = 0; n < q->N; n++) {                                                       \
             const T *dyc = dy + (n * q->M + m) * osz, *xc = x + (n * q->C + c) * isz;              \
-            for (int64_t r = 0; r < rows; r++) {                                                   \
-                T *d = xp + r * wd;                                                                \
-                memset(d, 0, (size_t)wd * sizeof(T));                                              \
-                int64_t ih = r - g->PH;                                                            \
-                if (ih < 0 || ih >= g->IH) continue;                                               \
-                int64_t c0 = g->PW, c1 = g->PW + g->IW < wd ? g->PW + g->IW : wd;                  \
-                if (c1 > c0) memcpy(d + c0, xc + ih * g->IW, (size_t)(c1 - c0) * sizeof(T));      \
-            }                                                                                      \
+            for (int64_t b = 0; b < g->SW; b++)                                                    \
+                for (int64_t r = 0; r < rows; r++) {                                               \
+                    T *d = xp + (b * rows + r) * wd;                                               \
+                    memset(d, 0, (size_t)wd * sizeof(T));                                          \
+                    int64_t ih = r - g->PH;                                                        \
+                    if (ih < 0 || ih >= g->IH) continue;                                           \
+                    const T *xr = xc + ih * g->IW;                                                 \
+                    /* plane b, column j: padded column j * SW + b, X column j * SW + b - PW */    \
+                    int64_t j0 = ceil_div(g->PW - b, g->SW), j1 = ceil_div(g->PW + g->IW - b, g->SW); \
+                    if (j0 < 0) j0 = 0;                                                            \
+                    if (j1 > wd) j1 = wd;                                                          \
+                    if (g->SW == 1) {                                                              \
+                        if (j1 > j0) memcpy(d + j0, xr + j0 - g->PW, (size_t)(j1 - j0) * sizeof(T)); \
+                    } else                                                                         \
+                        for (int64_t j = j0; j < j1; j++) d[j] = xr[j * g->SW + b - g->PW];        \
+                }                                                                                  \
             for (int64_t k = 0; k < ksz; k++) acc[k] = (V){0};                                     \
             for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
                 const T *dyr = dyc + oh * g->OW, *xr = xp + oh * g->SH * wd;                       \
@@ -820,10 +825,10 @@ static int32_t dw_exec(opc_call *c, const conv_plan *q, const void *dy, const vo
     const dw_geom *g = &tb.g;
     int64_t ksz = g->KH * g->KW, work = g->OH * g->OW * ksz; /* multiply-adds per (n, m) */
     int64_t es = (int64_t)opc_dtype_size(q->dtype);
-    bool s1 = g->SW == 1 && g->SH == 1;
+    bool s1 = g->SH * g->SW <= DW_MAX_PHASES; /* dw_dx1, else the scatter of dw_dx */
     size_t scratch = g->SW > 1 ? (size_t)(g->IH * g->IW * es) : 0;
-    size_t scratch_dx = s1 ? (size_t)((g->IH + (g->KH - 1) * g->DH) * tb.wd * es) : scratch;
-    size_t scratch_dw = g->SW == 1 ? (size_t)(((g->OH - 1) * g->SH + (g->KH - 1) * g->DH + 1) * tb.wdx * es) : scratch;
+    size_t scratch_dx = s1 ? (size_t)((tb.rowsd * tb.wd + (g->SW > 1 ? g->IH * g->IW : 0)) * es) : scratch;
+    size_t scratch_dw = (size_t)(g->SW * tb.rowsx * tb.wdx * es);
     int32_t status = OPC_OK;
     if (dx) {
         int64_t items = q->N * q->C;
@@ -867,10 +872,8 @@ static int32_t dw_exec(opc_call *c, const conv_plan *q, const void *dy, const vo
 #pragma omp for schedule(static)
             for (int64_t m = 0; m < items; m++) {
                 if (!ok) continue;
-                if (g->SW == 1 && q->dtype == OPC_FLOAT) dw_dw1_f32(q, &tb, dy, x, dw, m, acc, dacc, sc);
-                else if (g->SW == 1) dw_dw1_f64(q, &tb, dy, x, dw, m, acc, dacc, sc);
-                else if (q->dtype == OPC_FLOAT) dw_dw_f32(q, &tb, dy, x, dw, m, acc, dacc, sc);
-                else dw_dw_f64(q, &tb, dy, x, dw, m, acc, dacc, sc);
+                if (q->dtype == OPC_FLOAT) dw_dw1_f32(q, &tb, dy, x, dw, m, acc, dacc, sc);
+                else dw_dw1_f64(q, &tb, dy, x, dw, m, acc, dacc, sc);
             }
             free(acc);
             free(dacc);

@@ -34,6 +34,11 @@ DW_CASES = {
     "long_rows_s2": ((1, 2, 4, 75), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1], "strides": [1, 2]}),
     "kernel_eq_input": ((2, 3, 4, 5), (3, 1, 4, 5), {"group": 3}),
     "one_channel": ((2, 1, 6, 6), (1, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # group = C = 1
+    "s3_mult2_dil": ((2, 2, 14, 13), (4, 1, 3, 2), {"group": 2, "strides": [3, 3], "pads": [2, 1, 1, 2],
+                                                    "dilations": [2, 3]}),
+    "s1x2_rect": ((1, 3, 9, 40), (3, 1, 3, 3), {"group": 3, "strides": [1, 2], "pads": [1, 1, 1, 1]}),
+    "pads_past_kernel": ((1, 2, 5, 6), (2, 1, 2, 2), {"group": 2, "pads": [3, 4, 2, 3]}),
+    "over_64_phases": ((1, 2, 20, 19), (2, 1, 2, 3), {"group": 2, "strides": [9, 8], "pads": [1, 1, 0, 2]}),
 }
 
 
@@ -56,7 +61,7 @@ def test_depthwise_values(lib, rng, name, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("name", ["k3_s1_pad", "k5_s2_asym", "mult2_s2", "1d", "long_rows"])
+@pytest.mark.parametrize("name", ["k3_s1_pad", "k5_s2_asym", "mult2_s2", "1d", "long_rows", "s3_mult2_dil"])
 def test_depthwise_threads_bitwise(lib, rng, name, dtype):
     xs, ws, attrs = DW_CASES[name]
     dy, x, w = make(rng, xs, ws, attrs, dtype)
@@ -79,7 +84,7 @@ def test_depthwise_output_subsets_bitwise(lib, rng, name):
             assert (part[i] is None) if not want[i] else np.array_equal(part[i], full[i]), (want, i)
 
 
-@pytest.mark.parametrize("name", ["k3_s1_pad", "k3_dil2_s2", "mult3_rect"])
+@pytest.mark.parametrize("name", ["k3_s1_pad", "k3_dil2_s2", "mult3_rect", "over_64_phases"])
 def test_depthwise_matches_gemm_path(lib, rng, monkeypatch, name):
     """OPCONFORM_CONV_DEPTHWISE=0 sends the same call through im2col + GEMM: the two agree to rounding."""
     xs, ws, attrs = DW_CASES[name]
@@ -114,3 +119,19 @@ def test_depthwise_empty(lib, rng):
     w = rng.normal(size=(3, 1, 3, 3)).astype(np.float32)
     dx, dw, db = lib.run("ConvGrad", [np.zeros((0, 3, 3, 3), np.float32), x, w], {"group": 3}, threads=2)
     assert dx.shape == x.shape and dw.shape == w.shape and not dw.any() and not db.any()
+
+
+@pytest.mark.parametrize("name", ["k3_s1_pad", "k3_s2_nopad_odd", "long_rows"])
+def test_depthwise_dw_nonfinite_x_stays_in_its_taps(lib, rng, name):
+    """An inf in X reaches only the dW taps whose windows cover it (the masked row tails and the zero
+    frame never multiply it): the finite / non-finite pattern of the float64 reference."""
+    xs, ws, attrs = DW_CASES[name]
+    dy, x, w = make(rng, xs, ws, attrs, np.float32)
+    x[0, 0, 1, -1] = np.inf
+    x[-1, -1, -1, 0] = -np.inf
+    with np.errstate(invalid="ignore"):
+        rdw = conv_grads(dy, x, w, attrs)[1]
+    dw = lib.run("ConvGrad", [dy, x, w], attrs, want_outputs=[False, True, False], threads=2)[1]
+    np.testing.assert_array_equal(np.isfinite(dw), np.isfinite(rdw))
+    fin = np.isfinite(rdw)
+    np.testing.assert_allclose(dw[fin], rdw[fin], rtol=1e-4, atol=1e-3)
