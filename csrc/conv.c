@@ -640,181 +640,210 @@ static bool use_depthwise(const conv_plan *q) {
     return !(e && e[0] == '0');
 }
 
-typedef float dw_vf __attribute__((vector_size(64)));
-typedef double dw_vd __attribute__((vector_size(128)));
-typedef int32_t dw_mf __attribute__((vector_size(64)));
-typedef int64_t dw_md __attribute__((vector_size(128)));
-#define DEF_DWG(T, V, MV, SFX)                                                                     \
-    /* dX item (n, c), output-stationary over a zero-framed copy of dY[n, m] (dyp: tb->rowsd rows, \
-     * pitch tb->wd, dY[oh, ow] at row oh + TR, column ow + TC). Strides by phases: the dX positions \
-     * (ih, iw) with (ih + PH) % SH = a and iw % SW = b take the taps of list (a, b) (tb->tapk,      \
-     * tb->tapoff), 16 positions j, j+1, .. (iw = j * SW + b) at a time, four such tasks at once; each \
-     * position's sum over its taps in (kh, kw) order, m in order. */                              \
-    static void dw_dx1_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *w, T *dx, \
-                             int64_t n, int64_t c, T *dyp) {                                       \
-        const dw_geom *g = &tb->g;                                                                 \
-        int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW, wd = tb->wd;        \
-        int64_t SH = g->SH, SW = g->SW, TR = tb->tr, TC = tb->tc;                                  \
-        T *dxc = dx + (n * q->C + c) * isz;                                                        \
-        T *outp = SW > 1 ? dyp + tb->rowsd * wd : dxc; /* sw > 1: row phases, merged at the end */ \
-        for (int64_t m = c * q->Mg; m < (c + 1) * q->Mg; m++) {                                    \
-            const T *dyc = dy + (n * q->M + m) * osz, *wm = w + m * ksz;                           \
-            for (int64_t r = 0; r < tb->rowsd; r++) {                                              \
-                T *d = dyp + r * wd;                                                               \
-                memset(d, 0, (size_t)wd * sizeof(T));                                              \
-                int64_t oh = r - TR;                                                               \
-                if (oh < 0 || oh >= g->OH) continue;                                               \
-                int64_t c1 = g->OW < wd - TC ? g->OW : wd - TC;                                    \
-                if (c1 > 0) memcpy(d + TC, dyc + oh * g->OW, (size_t)c1 * sizeof(T));              \
-            }                                                                                      \
-            bool first = m == c * q->Mg;                                                           \
-            for (int64_t a = 0; a < SH; a++) {                                                     \
-                int64_t ih0 = ((a - g->PH) % SH + SH) % SH;                                        \
-                if (ih0 >= g->IH) continue;                                                        \
-                int64_t nih = (g->IH - 1 - ih0) / SH + 1;                                          \
-                for (int64_t b = 0; b < SW && b < g->IW; b++) {                                    \
-                    int64_t ph = a * SW + b, cnt = tb->tapcnt[ph];                                 \
-                    const int64_t *tk = tb->tapk + ph * ksz, *to = tb->tapoff + ph * ksz;          \
-                    int64_t nj = (g->IW - b + SW - 1) / SW, nch = (nj + 15) / 16, ntask = nih * nch; \
-                    int64_t r0 = (ih0 + g->PH - a) / SH + TR, ti = 0, tc = 0; /* task: row, chunk */ \
-                    int64_t ocol = SW > 1 ? tb->off[b] : 0;                                        \
-                    for (int64_t t0 = 0; t0 < ntask; t0 += 4) {                                    \
-                        int nt = ntask - t0 < 4 ? (int)(ntask - t0) : 4;                           \
-                        const T *bp[4];                                                            \
-                        T *o[4];                                                                   \
-                        int64_t len[4];                                                            \
-                        for (int j = 0; j < 4; j++) {                                              \
-                            int64_t j0 = tc * 16;                                                  \
-                            bp[j] = dyp + (r0 + ti) * wd + j0 + TC;                                \
-                            o[j] = outp + (ih0 + ti * SH) * g->IW + ocol + j0;                     \
-                            len[j] = nj - j0 < 16 ? nj - j0 : 16;                                  \
-                            if (j + 1 < nt && ++tc == nch) {                                       \
-                                tc = 0;                                                            \
-                                ti++;                                                              \
-                            }                                                                      \
-                        }                                                                          \
-                        if (++tc == nch) {                                                         \
-                            tc = 0;                                                                \
-                            ti++;                                                                  \
-                        }                                                                          \
-                        V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, s;                               \
-                        if (nt == 4) {                                                             \
-                            for (int64_t k = 0; k < cnt; k++) {                                    \
-                                const T wv = wm[tk[k]];                                            \
-                                int64_t f = to[k];                                                 \
-                                memcpy(&s, bp[0] + f, sizeof s); a0 += wv * s;                     \
-                                memcpy(&s, bp[1] + f, sizeof s); a1 += wv * s;                     \
-                                memcpy(&s, bp[2] + f, sizeof s); a2 += wv * s;                     \
-                                memcpy(&s, bp[3] + f, sizeof s); a3 += wv * s;                     \
-                            }                                                                      \
-                        } else {                                                                   \
-                            for (int64_t k = 0; k < cnt; k++) {                                    \
-                                const T wv = wm[tk[k]];                                            \
-                                int64_t f = to[k];                                                 \
-                                memcpy(&s, bp[0] + f, sizeof s); a0 += wv * s;                     \
-                                if (nt > 1) { memcpy(&s, bp[1] + f, sizeof s); a1 += wv * s; }     \
-                                if (nt > 2) { memcpy(&s, bp[2] + f, sizeof s); a2 += wv * s; }     \
-                            }                                                                      \
-                        }                                                                          \
-                        V *av[4] = {&a0, &a1, &a2, &a3};                                           \
-                        for (int j = 0; j < nt; j++) {                                             \
-                            if (len[j] == 16 && first) memcpy(o[j], av[j], sizeof(V));             \
-                            else if (len[j] == 16) {                                               \
-                                memcpy(&s, o[j], sizeof s);                                        \
-                                s += *av[j];                                                       \
-                                memcpy(o[j], &s, sizeof s);                                        \
-                            } else {                                                               \
-                                T tmp[16];                                                         \
-                                memcpy(tmp, av[j], sizeof tmp);                                    \
-                                if (first)                                                         \
-                                    for (int64_t k = 0; k < len[j]; k++) o[j][k] = tmp[k];         \
-                                else                                                               \
-                                    for (int64_t k = 0; k < len[j]; k++) o[j][k] += tmp[k];        \
-                            }                                                                      \
-                        }                                                                          \
-                    }                                                                              \
+/* native vector width of the build (the 16-lane blocks are DW_VB-byte vectors, 16 / lanes of them) */
+#if defined(__AVX512F__)
+#define DW_VB 64
+#elif defined(__AVX__)
+#define DW_VB 32
+#else
+#define DW_VB 16
+#endif
+typedef float dw_nf __attribute__((vector_size(DW_VB)));
+typedef double dw_nd __attribute__((vector_size(DW_VB)));
+typedef int32_t dw_mf __attribute__((vector_size(DW_VB)));
+typedef int64_t dw_md __attribute__((vector_size(DW_VB)));
+/* stores a task's 16 sums (a[NV]) at o: len of them, assigned (first m) or added */
+#define DW_STORE(T, VN, NV, L, o, a, len, first)                                                   \
+    do {                                                                                           \
+        if ((len) == 16) {                                                                         \
+            for (int v_ = 0; v_ < (NV); v_++) {                                                    \
+                VN s_ = (a)[v_];                                                                   \
+                if (!(first)) {                                                                    \
+                    VN o_;                                                                         \
+                    memcpy(&o_, (o) + v_ * (L), sizeof o_);                                        \
+                    s_ = o_ + s_;                                                                  \
                 }                                                                                  \
+                memcpy((o) + v_ * (L), &s_, sizeof s_);                                            \
             }                                                                                      \
+        } else {                                                                                   \
+            T t_[16];                                                                              \
+            memcpy(t_, (a), sizeof t_);                                                            \
+            for (int64_t k_ = 0; k_ < (len); k_++) (o)[k_] = (first) ? t_[k_] : (o)[k_] + t_[k_];  \
         }                                                                                          \
-        if (SW > 1) dw_merge_##SFX(g, tb->off, outp, dxc);                                         \
-    }                                                                                              \
-    /* dW item (m) for sw = 1: per image a zero-framed copy of X[n, c] (xp: rows (OH-1)*SH +        \
-     * (KH-1)*DH + 1, pitch tb->wdx); per output row 16 columns of dY at a time against each tap's \
-     * X, one 16-lane accumulator per tap (the last chunk's lanes past the row masked to 0);       \
-     * float32 lanes flushed into float64 lanes after each image, the lanes summed in order. */    \
-    static void dw_dw1_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *x, T *dw, \
-                             int64_t m, V *acc, dw_vd *dacc, T *xp) {                              \
-        const dw_geom *g = &tb->g;                                                                 \
-        int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW, wd = tb->wdx;       \
-        int64_t rows = tb->rowsx;                                                                  \
-        int64_t c = m / q->Mg;                                                                     \
-        const int64_t *toff = tb->toffx;                                                           \
-        for (int64_t i = 0; i < ksz; i++) dacc[i] = (dw_vd){0};                                \
-        for (int64_t n = 0; n < q->N; n++) {                                                       \
-            const T *dyc = dy + (n * q->M + m) * osz, *xc = x + (n * q->C + c) * isz;              \
-            for (int64_t b = 0; b < g->SW; b++)                                                    \
-                for (int64_t r = 0; r < rows; r++) {                                               \
-                    T *d = xp + (b * rows + r) * wd;                                               \
-                    memset(d, 0, (size_t)wd * sizeof(T));                                          \
-                    int64_t ih = r - g->PH;                                                        \
-                    if (ih < 0 || ih >= g->IH) continue;                                           \
-                    const T *xr = xc + ih * g->IW;                                                 \
-                    /* plane b, column j: padded column j * SW + b, X column j * SW + b - PW */    \
-                    int64_t j0 = ceil_div(g->PW - b, g->SW), j1 = ceil_div(g->PW + g->IW - b, g->SW); \
-                    if (j0 < 0) j0 = 0;                                                            \
-                    if (j1 > wd) j1 = wd;                                                          \
-                    if (g->SW == 1) {                                                              \
-                        if (j1 > j0) memcpy(d + j0, xr + j0 - g->PW, (size_t)(j1 - j0) * sizeof(T)); \
-                    } else                                                                         \
-                        for (int64_t j = j0; j < j1; j++) d[j] = xr[j * g->SW + b - g->PW];        \
-                }                                                                                  \
-            for (int64_t k = 0; k < ksz; k++) acc[k] = (V){0};                                     \
-            for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
-                const T *dyr = dyc + oh * g->OW, *xr = xp + oh * g->SH * wd;                       \
-                for (int64_t i0 = 0; i0 < g->OW; i0 += 16) {                                       \
-                    V dv, s;                                                                       \
-                    const T *xs = xr + i0;                                                         \
-                    if (i0 + 16 <= g->OW) {                                                        \
-                        memcpy(&dv, dyr + i0, sizeof dv);                                          \
-                        for (int64_t k = 0; k < ksz; k++) {                                        \
-                            memcpy(&s, xs + toff[k], sizeof s);                                    \
-                            acc[k] += dv * s;                                                      \
-                        }                                                                          \
-                    } else {                                                                       \
-                        T tmp[16] = {0};                                                           \
-                        MV mask;                                                                   \
-                        for (int j = 0; j < 16; j++) mask[j] = i0 + j < g->OW ? -1 : 0;            \
-                        memcpy(tmp, dyr + i0, (size_t)(g->OW - i0) * sizeof(T));                   \
-                        memcpy(&dv, tmp, sizeof dv);                                               \
-                        for (int64_t k = 0; k < ksz; k++) {                                        \
-                            memcpy(&s, xs + toff[k], sizeof s);                                    \
-                            V p = dv * s;                                                          \
-                            MV pm;                                                                 \
-                            memcpy(&pm, &p, sizeof pm);                                            \
-                            pm &= mask;                                                            \
-                            memcpy(&p, &pm, sizeof p);                                             \
-                            acc[k] += p;                                                           \
-                        }                                                                          \
-                    }                                                                              \
-                }                                                                                  \
-            }                                                                                      \
-            for (int64_t k = 0; k < ksz; k++) {                                                    \
-                T l[16];                                                                           \
-                memcpy(l, &acc[k], sizeof l);                                                      \
-                double *da = (double *)&dacc[k];                                               \
-                for (int j = 0; j < 16; j++) da[j] += (double)l[j];                                \
-            }                                                                                      \
-        }                                                                                          \
-        for (int64_t k = 0; k < ksz; k++) {                                                        \
-            const double *da = (const double *)&dacc[k];                                       \
-            double s = 0;                                                                          \
-            for (int j = 0; j < 16; j++) s += da[j];                                               \
-            dw[m * ksz + k] = (T)s;                                                                \
-        }                                                                                          \
-    }
+    } while (0)
+#define DEF_DWG(T, VN, MN, SFX)                                                                    \
+/* dX item (n, c), output-stationary over a zero-framed copy of dY[n, m] (dyp: tb->rowsd rows,                 \
+ * pitch tb->wd, dY[oh, ow] at row oh + TR, column ow + TC). Strides by phases: the dX positions               \
+ * (ih, iw) with (ih + PH) % SH = a and iw % SW = b take the taps of list (a, b) (tb->tapk,                    \
+ * tb->tapoff), 16 positions j, j+1, .. (iw = j * SW + b) at a time in NV native vectors, four such            \
+ * tasks at once; each position's sum over its taps in (kh, kw) order, m in order (the same for any            \
+ * vector width). */                                                                                           \
+static void dw_dx1_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *w, T *dx,                \
+                         int64_t n, int64_t c, T *dyp) {                                                       \
+    enum { L = DW_VB / sizeof(T), NV = 16 / L };                                                               \
+    const dw_geom *g = &tb->g;                                                                                 \
+    int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW, wd = tb->wd;                        \
+    int64_t SH = g->SH, SW = g->SW, TR = tb->tr, TC = tb->tc;                                                  \
+    T *dxc = dx + (n * q->C + c) * isz;                                                                        \
+    T *outp = SW > 1 ? dyp + tb->rowsd * wd : dxc; /* sw > 1: row phases, merged at the end */                 \
+    T *wb = dyp + tb->rowsd * wd + (SW > 1 ? isz : 0);                                                         \
+    for (int64_t m = c * q->Mg; m < (c + 1) * q->Mg; m++) {                                                    \
+        const T *dyc = dy + (n * q->M + m) * osz, *wm = w + m * ksz;                                           \
+        for (int64_t k = 0; k < ksz; k++) /* each tap's weight in 16 lanes */                                  \
+            for (int j = 0; j < 16; j++) wb[k * 16 + j] = wm[k];                                               \
+        for (int64_t r = 0; r < tb->rowsd; r++) {                                                              \
+            T *d = dyp + r * wd;                                                                               \
+            memset(d, 0, (size_t)wd * sizeof(T));                                                              \
+            int64_t oh = r - TR;                                                                               \
+            if (oh < 0 || oh >= g->OH) continue;                                                               \
+            int64_t c1 = g->OW < wd - TC ? g->OW : wd - TC;                                                    \
+            if (c1 > 0) memcpy(d + TC, dyc + oh * g->OW, (size_t)c1 * sizeof(T));                              \
+        }                                                                                                      \
+        bool first = m == c * q->Mg;                                                                           \
+        for (int64_t a = 0; a < SH; a++) {                                                                     \
+            int64_t ih0 = ((a - g->PH) % SH + SH) % SH;                                                        \
+            if (ih0 >= g->IH) continue;                                                                        \
+            int64_t nih = (g->IH - 1 - ih0) / SH + 1;                                                          \
+            for (int64_t b = 0; b < SW && b < g->IW; b++) {                                                    \
+                int64_t ph = a * SW + b, cnt = tb->tapcnt[ph];                                                 \
+                const int64_t *tk = tb->tapk + ph * ksz, *to = tb->tapoff + ph * ksz;                          \
+                int64_t nj = (g->IW - b + SW - 1) / SW, nch = (nj + 15) / 16, ntask = nih * nch;               \
+                int64_t r0 = (ih0 + g->PH - a) / SH + TR, ti = 0, tc = 0; /* task: row, chunk */               \
+                int64_t ocol = SW > 1 ? tb->off[b] : 0;                                                        \
+                for (int64_t t0 = 0; t0 < ntask; t0 += 4) {                                                    \
+                    int nt = ntask - t0 < 4 ? (int)(ntask - t0) : 4;                                           \
+                    const T *bp[4];                                                                            \
+                    T *o[4];                                                                                   \
+                    int64_t len[4];                                                                            \
+                    for (int j = 0; j < 4; j++) {                                                              \
+                        int64_t j0 = tc * 16;                                                                  \
+                        bp[j] = dyp + (r0 + ti) * wd + j0 + TC;                                                \
+                        o[j] = outp + (ih0 + ti * SH) * g->IW + ocol + j0;                                     \
+                        len[j] = nj - j0 < 16 ? nj - j0 : 16;                                                  \
+                        if (j + 1 < nt && ++tc == nch) {                                                       \
+                            tc = 0;                                                                            \
+                            ti++;                                                                              \
+                        }                                                                                      \
+                    }                                                                                          \
+                    if (++tc == nch) {                                                                         \
+                        tc = 0;                                                                                \
+                        ti++;                                                                                  \
+                    }                                                                                          \
+                    VN a0[NV], a1[NV], a2[NV], a3[NV], s, wv;                                                  \
+                    for (int v = 0; v < NV; v++) a0[v] = a1[v] = a2[v] = a3[v] = (VN){0};                      \
+                    if (nt == 4) {                                                                             \
+                        for (int64_t k = 0; k < cnt; k++) {                                                    \
+                            int64_t f = to[k];                                                                 \
+                            for (int v = 0; v < NV; v++) {                                                     \
+                                memcpy(&wv, wb + tk[k] * 16 + v * L, sizeof wv);                               \
+                                memcpy(&s, bp[0] + f + v * L, sizeof s); a0[v] += wv * s;                      \
+                                memcpy(&s, bp[1] + f + v * L, sizeof s); a1[v] += wv * s;                      \
+                                memcpy(&s, bp[2] + f + v * L, sizeof s); a2[v] += wv * s;                      \
+                                memcpy(&s, bp[3] + f + v * L, sizeof s); a3[v] += wv * s;                      \
+                            }                                                                                  \
+                        }                                                                                      \
+                    } else {                                                                                   \
+                        for (int64_t k = 0; k < cnt; k++) {                                                    \
+                            int64_t f = to[k];                                                                 \
+                            for (int v = 0; v < NV; v++) {                                                     \
+                                memcpy(&wv, wb + tk[k] * 16 + v * L, sizeof wv);                               \
+                                memcpy(&s, bp[0] + f + v * L, sizeof s); a0[v] += wv * s;                      \
+                                if (nt > 1) { memcpy(&s, bp[1] + f + v * L, sizeof s); a1[v] += wv * s; }      \
+                                if (nt > 2) { memcpy(&s, bp[2] + f + v * L, sizeof s); a2[v] += wv * s; }      \
+                            }                                                                                  \
+                        }                                                                                      \
+                    }                                                                                          \
+                    DW_STORE(T, VN, NV, L, o[0], a0, len[0], first);                                           \
+                    if (nt > 1) DW_STORE(T, VN, NV, L, o[1], a1, len[1], first);                               \
+                    if (nt > 2) DW_STORE(T, VN, NV, L, o[2], a2, len[2], first);                               \
+                    if (nt > 3) DW_STORE(T, VN, NV, L, o[3], a3, len[3], first);                               \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    if (SW > 1) dw_merge_##SFX(g, tb->off, outp, dxc);                                                         \
+}                                                                                                              \
+/* dW item (m): per image a zero-framed copy of X[n, c] split into sw column phases (xp: plane b,              \
+ * row r, column j holds padded X[r, j * sw + b]; tb->rowsx rows, pitch tb->wdx); per output row 16            \
+ * columns of dY at a time against each tap's X, 16 lanes per tap (in NV native vectors; the lanes             \
+ * past a row's end masked to 0); float32 lanes flushed into float64 lanes after each image, the               \
+ * 16 lanes summed in order. */                                                                                \
+static void dw_dw1_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *x, T *dw,                \
+                         int64_t m, VN *acc, double *dacc, T *xp) {                                            \
+    enum { L = DW_VB / sizeof(T), NV = 16 / L };                                                               \
+    const dw_geom *g = &tb->g;                                                                                 \
+    int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW, wd = tb->wdx;                       \
+    int64_t rows = tb->rowsx;                                                                                  \
+    int64_t c = m / q->Mg;                                                                                     \
+    const int64_t *toff = tb->toffx;                                                                           \
+    for (int64_t i = 0; i < ksz * 16; i++) dacc[i] = 0;                                                        \
+    for (int64_t n = 0; n < q->N; n++) {                                                                       \
+        const T *dyc = dy + (n * q->M + m) * osz, *xc = x + (n * q->C + c) * isz;                              \
+        for (int64_t b = 0; b < g->SW; b++)                                                                    \
+            for (int64_t r = 0; r < rows; r++) {                                                               \
+                T *d = xp + (b * rows + r) * wd;                                                               \
+                memset(d, 0, (size_t)wd * sizeof(T));                                                          \
+                int64_t ih = r - g->PH;                                                                        \
+                if (ih < 0 || ih >= g->IH) continue;                                                           \
+                const T *xr = xc + ih * g->IW;                                                                 \
+                /* plane b, column j: padded column j * SW + b, X column j * SW + b - PW */                    \
+                int64_t j0 = ceil_div(g->PW - b, g->SW), j1 = ceil_div(g->PW + g->IW - b, g->SW);              \
+                if (j0 < 0) j0 = 0;                                                                            \
+                if (j1 > wd) j1 = wd;                                                                          \
+                if (g->SW == 1) {                                                                              \
+                    if (j1 > j0) memcpy(d + j0, xr + j0 - g->PW, (size_t)(j1 - j0) * sizeof(T));               \
+                } else                                                                                         \
+                    for (int64_t j = j0; j < j1; j++) d[j] = xr[j * g->SW + b - g->PW];                        \
+            }                                                                                                  \
+        for (int64_t k = 0; k < ksz * NV; k++) acc[k] = (VN){0};                                               \
+        for (int64_t oh = 0; oh < g->OH; oh++) {                                                               \
+            const T *dyr = dyc + oh * g->OW, *xr = xp + oh * g->SH * wd;                                       \
+            for (int64_t i0 = 0; i0 < g->OW; i0 += 16) {                                                       \
+                VN dv[NV], s;                                                                                  \
+                const T *xs = xr + i0;                                                                         \
+                if (i0 + 16 <= g->OW) {                                                                        \
+                    memcpy(dv, dyr + i0, sizeof dv);                                                           \
+                    for (int64_t k = 0; k < ksz; k++)                                                          \
+                        for (int v = 0; v < NV; v++) {                                                         \
+                            memcpy(&s, xs + toff[k] + v * L, sizeof s);                                        \
+                            acc[k * NV + v] += dv[v] * s;                                                      \
+                        }                                                                                      \
+                } else {                                                                                       \
+                    T tmp[16] = {0};                                                                           \
+                    MN mask[NV];                                                                               \
+                    memset(mask, 0, sizeof mask);                                                             \
+                    for (int v = 0; v < NV; v++)                                                               \
+                        for (int j = 0; j < L; j++) mask[v][j] = i0 + v * L + j < g->OW ? -1 : 0;              \
+                    memcpy(tmp, dyr + i0, (size_t)(g->OW - i0) * sizeof(T));                                   \
+                    memcpy(dv, tmp, sizeof dv);                                                                \
+                    for (int64_t k = 0; k < ksz; k++)                                                          \
+                        for (int v = 0; v < NV; v++) {                                                         \
+                            memcpy(&s, xs + toff[k] + v * L, sizeof s);                                        \
+                            VN p = dv[v] * s;                                                                  \
+                            MN pm;                                                                             \
+                            memcpy(&pm, &p, sizeof pm);                                                        \
+                            pm &= mask[v];                                                                     \
+                            memcpy(&p, &pm, sizeof p);                                                         \
+                            acc[k * NV + v] += p;                                                              \
+                        }                                                                                      \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+        for (int64_t k = 0; k < ksz; k++) {                                                                    \
+            T l[16];                                                                                           \
+            memcpy(l, &acc[k * NV], sizeof l);                                                                 \
+            for (int j = 0; j < 16; j++) dacc[k * 16 + j] += (double)l[j];                                     \
+        }                                                                                                      \
+    }                                                                                                          \
+    for (int64_t k = 0; k < ksz; k++) {                                                                        \
+        double s = 0;                                                                                          \
+        for (int j = 0; j < 16; j++) s += dacc[k * 16 + j];                                                    \
+        dw[m * ksz + k] = (T)s;                                                                                \
+    }                                                                                                          \
+}
 
-DEF_DWG(float, dw_vf, dw_mf, f32)
-DEF_DWG(double, dw_vd, dw_md, f64)
+DEF_DWG(float, dw_nf, dw_mf, f32)
+DEF_DWG(double, dw_nd, dw_md, f64)
 
 
 /* dX and/or dW by the depthwise path (sizes checked non-empty by the caller) */
@@ -827,7 +856,7 @@ static int32_t dw_exec(opc_call *c, const conv_plan *q, const void *dy, const vo
     int64_t es = (int64_t)opc_dtype_size(q->dtype);
     bool s1 = g->SH * g->SW <= DW_MAX_PHASES; /* dw_dx1, else the scatter of dw_dx */
     size_t scratch = g->SW > 1 ? (size_t)(g->IH * g->IW * es) : 0;
-    size_t scratch_dx = s1 ? (size_t)((tb.rowsd * tb.wd + (g->SW > 1 ? g->IH * g->IW : 0)) * es) : scratch;
+    size_t scratch_dx = s1 ? (size_t)((tb.rowsd * tb.wd + (g->SW > 1 ? g->IH * g->IW : 0) + 16 * ksz) * es) : scratch;
     size_t scratch_dw = (size_t)(g->SW * tb.rowsx * tb.wdx * es);
     int32_t status = OPC_OK;
     if (dx) {
@@ -861,8 +890,8 @@ static int32_t dw_exec(opc_call *c, const conv_plan *q, const void *dy, const vo
         if (t > items) t = (int)(items > 0 ? items : 1);
 #pragma omp parallel num_threads(t)
         {
-            void *acc = aligned_alloc(128, (size_t)(ksz * 16) * sizeof(double));
-            void *dacc = aligned_alloc(128, (size_t)(ksz * 16) * sizeof(double));
+            void *acc = aligned_alloc(64, (size_t)(ksz * 16) * sizeof(double));
+            void *dacc = malloc((size_t)(ksz * 16) * sizeof(double));
             void *sc = scratch_dw ? malloc(scratch_dw) : NULL;
             bool ok = acc && dacc && (!scratch_dw || sc);
             if (!ok) {
