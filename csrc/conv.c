@@ -480,6 +480,440 @@ static void db_pass(const conv_plan *q, const void *dy, void *db, int threads) {
     }
 }
 
+/* ---- depthwise path (group = C: Cg = 1, Mg = channel multiplier; 1-D and 2-D) ---------------- *
+ * No im2col, no GEMM; 16-lane vectors (GCC vector extensions) along the last spatial axis.
+ *   dX item (n, c) (dw_dx1): output-stationary. dY[n, m] is copied into a zero-framed buffer; each
+ *       dX position sums W[m, kh, kw] * dY[n, m, oh, ow] over the taps that reach it, 16 positions
+ *       of a row at a time, four such tasks in flight (independent accumulators). Strides by
+ *       phases: the positions with (ih + ph) % sh = a, iw % sw = b share one tap list (no
+ *       multiplies by the zeros a strided transposed conv would insert); with sw > 1 the row
+ *       phases are written contiguously and interleaved at the end. Strides with sh * sw > 64 use
+ *       dw_dx, a scatter of each dY row into dX rows per tap.
+ *   dW item (m) (dw_dw1): per image a zero-framed copy of X[n, c] split into sw column phases, so
+ *       that every tap's X values for 16 consecutive output columns are 16 consecutive elements;
+ *       one 16-lane accumulator per tap, the lanes past a row's end masked to zero (a dY tail
+ *       never meets an X value, so inf / NaN in X stay where the math puts them); float32 lanes
+ *       are flushed into float64 lanes after every image and the 16 lanes summed in order.
+ *   dB as the other paths (db_pass).
+ * Every item is computed by one thread in a fixed order: bitwise identical for any thread count.
+ * dX is computed in the input's type, a sum of Mg * (taps reaching the position) products. The
+ * zero frames multiply W by zeros (an inf / NaN in W spreads to dX positions its tap does not
+ * reach, as on the im2col / transposed path). 3-D convolutions keep the im2col path.
+ * OPCONFORM_CONV_DEPTHWISE=0 turns the path off (a comparison for tests and benches). */
+typedef struct {
+    int64_t IH, IW, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW;
+} dw_geom;
+
+static dw_geom dw_geometry(const conv_plan *q) {
+    dw_geom g;
+    int l = q->nd - 1;
+    g.IW = q->in[l]; g.OW = q->out[l]; g.KW = q->k[l]; g.SW = q->s[l]; g.DW = q->d[l]; g.PW = q->pb[l];
+    if (q->nd == 2) {
+        g.IH = q->in[0]; g.OH = q->out[0]; g.KH = q->k[0]; g.SH = q->s[0]; g.DH = q->d[0]; g.PH = q->pb[0];
+    } else {
+        g.IH = g.OH = g.KH = g.SH = g.DH = 1;
+        g.PH = 0;
+    }
+    return g;
+}
+
+/* valid output columns [lo, hi) of tap column offset base = kw*dw - pw */
+static inline void dw_cols(const dw_geom *g, int64_t base, int64_t *lo, int64_t *hi) {
+    int64_t l = ceil_div(-base, g->SW), h = floor_div(g->IW - 1 - base, g->SW) + 1;
+    *lo = l < 0 ? 0 : l;
+    *hi = h > g->OW ? g->OW : h;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* per kernel column kw: valid output columns [lo, hi) and where output column o's input sits in the
+ * (row-phase, when sw > 1) row: xo + o; off[b]: start of column phase b in a row (sw > 1) */
+#define DW_MAX_PHASES 64 /* strides with SH * SW above this take dw_dx's scatter for dX */
+typedef struct {
+    dw_geom g;
+    int64_t *lo, *hi, *xo, *off;
+    int64_t wd, rowsd, tr, tc; /* dw_dx1's zero-framed dY copy: pitch, rows, dY's row and column offsets */
+    int64_t *tapcnt, *tapk, *tapoff; /* dw_dx1's tap lists per phase (a, b): count, tap index, offset */
+    int64_t wdx, rowsx; /* pitch and rows of one column phase of dw_dw1's zero-framed X copy */
+    int64_t *toff, *toffx; /* per tap (kh, kw): offset in dw_dx1's dY copy, in dw_dw1's X copy */
+} dw_tabs;
+
+static int32_t dw_tables(const conv_plan *q, dw_tabs *t) {
+    t->g = dw_geometry(q);
+    const dw_geom *g = &t->g;
+    int64_t ksz = g->KH * g->KW;
+    int64_t nph = g->SH * g->SW <= DW_MAX_PHASES ? g->SH * g->SW : 0;
+    int64_t *mem = malloc((size_t)(3 * g->KW + g->SW + 1 + 2 * ksz + nph * (1 + 2 * ksz)) * sizeof(int64_t));
+    if (!mem) return OPC_ERR_OUT_OF_MEMORY;
+    t->lo = mem;
+    t->hi = mem + g->KW;
+    t->xo = mem + 2 * g->KW;
+    t->off = mem + 3 * g->KW;
+    t->toff = t->off + g->SW + 1;
+    t->toffx = t->toff + ksz;
+    t->tapcnt = t->toffx + ksz;
+    t->tapk = t->tapcnt + nph;
+    t->tapoff = t->tapk + nph * ksz;
+    t->tr = ceil_div((g->KH - 1) * g->DH - g->PH, g->SH);
+    t->tr = t->tr < 0 ? 0 : t->tr;
+    t->tc = ceil_div((g->KW - 1) * g->DW - g->PW, g->SW);
+    t->tc = t->tc < 0 ? 0 : t->tc;
+    t->rowsd = (g->IH - 1 + g->PH) / g->SH + 1 + t->tr;
+    t->wd = ((g->IW + g->SW - 1) / g->SW + 15) / 16 * 16 + (g->SW - 1 + g->PW) / g->SW + t->tc;
+    for (int64_t ph = 0; ph < nph; ph++) {
+        int64_t a = ph / g->SW, b = ph % g->SW, cnt = 0;
+        for (int64_t kh = 0; kh < g->KH; kh++)
+            for (int64_t kw = 0; kw < g->KW; kw++) {
+                int64_t rr = a - kh * g->DH, cc = b + g->PW - kw * g->DW;
+                if (rr - floor_div(rr, g->SH) * g->SH || cc - floor_div(cc, g->SW) * g->SW) continue;
+                t->tapk[ph * ksz + cnt] = kh * g->KW + kw;
+                t->tapoff[ph * ksz + cnt] = floor_div(rr, g->SH) * t->wd + floor_div(cc, g->SW);
+                cnt++;
+            }
+        t->tapcnt[ph] = cnt;
+    }
+    t->wdx = (g->OW + 15) / 16 * 16 + (g->KW - 1) * g->DW / g->SW;
+    t->rowsx = (g->OH - 1) * g->SH + (g->KH - 1) * g->DH + 1;
+    for (int64_t kh = 0; kh < g->KH; kh++)
+        for (int64_t kw = 0; kw < g->KW; kw++) {
+            t->toffx[kh * g->KW + kw] = ((kw * g->DW % g->SW) * t->rowsx + kh * g->DH) * t->wdx + kw * g->DW / g->SW;
+        }
+    int64_t o = 0;
+    for (int64_t b = 0; b < g->SW; b++) {
+        t->off[b] = o;
+        o += b < g->IW ? (g->IW - b + g->SW - 1) / g->SW : 0;
+    }
+    for (int64_t kw = 0; kw < g->KW; kw++) {
+        int64_t base = kw * g->DW - g->PW;
+        dw_cols(g, base, &t->lo[kw], &t->hi[kw]);
+        if (g->SW == 1) t->xo[kw] = base;
+        else {
+            int64_t j0 = floor_div(base, g->SW), b = base - j0 * g->SW;
+            t->xo[kw] = t->off[b] + j0;
+        }
+    }
+    return OPC_OK;
+}
+
+#define DEF_DW(T, A, SFX)                                                                          \
+    static void dw_merge_##SFX(const dw_geom *g, const int64_t *off, const T *ph, T *dst) {        \
+        for (int64_t r = 0; r < g->IH; r++)                                                        \
+            for (int64_t b = 0; b < g->SW; b++) {                                                  \
+                const T *s = ph + r * g->IW + off[b];                                              \
+                T *d = dst + r * g->IW + b;                                                        \
+                for (int64_t j = 0; b + j * g->SW < g->IW; j++) d[j * g->SW] = s[j];               \
+            }                                                                                      \
+    }                                                                                              \
+    /* sh * sw > 64: scatter; scratch: IH * IW elements (row phases, sw > 1) */                    \
+    static void dw_dx_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *w, T *dx, \
+                            int64_t n, int64_t c, T *scratch) {                                    \
+        const dw_geom *g = &tb->g;                                                                 \
+        int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW;                     \
+        T *dxc = dx + (n * q->C + c) * isz;                                                        \
+        T *acc = g->SW > 1 ? scratch : dxc;                                                        \
+        memset(acc, 0, (size_t)isz * sizeof(T));                                                   \
+        for (int64_t m = c * q->Mg; m < (c + 1) * q->Mg; m++) {                                    \
+            const T *dyc = dy + (n * q->M + m) * osz, *wm = w + m * ksz;                           \
+            for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+                const T *restrict dyr = dyc + oh * g->OW;                                          \
+                for (int64_t kh = 0; kh < g->KH; kh++) {                                           \
+                    int64_t ih = oh * g->SH - g->PH + kh * g->DH;                                  \
+                    if (ih < 0 || ih >= g->IH) continue;                                           \
+                    T *dxr = acc + ih * g->IW;                                                     \
+                    for (int64_t kw = 0; kw < g->KW; kw++) {                                       \
+                        int64_t lo = tb->lo[kw], hi = tb->hi[kw];                                  \
+                        const T wv = wm[kh * g->KW + kw];                                          \
+                        T *restrict d = dxr + tb->xo[kw];                                          \
+                        for (int64_t o = lo; o < hi; o++) d[o] += wv * dyr[o];                     \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        if (g->SW > 1) dw_merge_##SFX(g, tb->off, acc, dxc);                                       \
+    }
+
+DEF_DW(float, double, f32)
+DEF_DW(double, double, f64)
+
+static bool use_depthwise(const conv_plan *q) {
+    if (q->Cg != 1 || q->nd > 2) return false;
+    const char *e = getenv("OPCONFORM_CONV_DEPTHWISE");
+    return !(e && e[0] == '0');
+}
+
+/* native vector width of the build (the 16-lane blocks are DW_VB-byte vectors, 16 / lanes of them) */
+#if defined(__AVX512F__)
+#define DW_VB 64
+#elif defined(__AVX__)
+#define DW_VB 32
+#else
+#define DW_VB 16
+#endif
+typedef float dw_nf __attribute__((vector_size(DW_VB)));
+typedef double dw_nd __attribute__((vector_size(DW_VB)));
+typedef int32_t dw_mf __attribute__((vector_size(DW_VB)));
+typedef int64_t dw_md __attribute__((vector_size(DW_VB)));
+/* stores a task's 16 sums (a[NV]) at o: len of them, assigned (first m) or added */
+#define DW_STORE(T, VN, NV, L, o, a, len, first)                                                   \
+    do {                                                                                           \
+        if ((len) == 16) {                                                                         \
+            for (int v_ = 0; v_ < (NV); v_++) {                                                    \
+                VN s_ = (a)[v_];                                                                   \
+                if (!(first)) {                                                                    \
+                    VN o_;                                                                         \
+                    memcpy(&o_, (o) + v_ * (L), sizeof o_);                                        \
+                    s_ = o_ + s_;                                                                  \
+                }                                                                                  \
+                memcpy((o) + v_ * (L), &s_, sizeof s_);                                            \
+            }                                                                                      \
+        } else {                                                                                   \
+            T t_[16];                                                                              \
+            memcpy(t_, (a), sizeof t_);                                                            \
+            for (int64_t k_ = 0; k_ < (len); k_++) (o)[k_] = (first) ? t_[k_] : (o)[k_] + t_[k_];  \
+        }                                                                                          \
+    } while (0)
+#define DEF_DWG(T, VN, MN, SFX)                                                                    \
+/* dX item (n, c), output-stationary over a zero-framed copy of dY[n, m] (dyp: tb->rowsd rows,                 \
+ * pitch tb->wd, dY[oh, ow] at row oh + TR, column ow + TC). Strides by phases: the dX positions               \
+ * (ih, iw) with (ih + PH) % SH = a and iw % SW = b take the taps of list (a, b) (tb->tapk,                    \
+ * tb->tapoff), 16 positions j, j+1, .. (iw = j * SW + b) at a time in NV native vectors, four such            \
+ * tasks at once; each position's sum over its taps in (kh, kw) order, m in order (the same for any            \
+ * vector width). */                                                                                           \
+static void dw_dx1_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *w, T *dx,                \
+                         int64_t n, int64_t c, T *dyp) {                                                       \
+    enum { L = DW_VB / sizeof(T), NV = 16 / L };                                                               \
+    const dw_geom *g = &tb->g;                                                                                 \
+    int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW, wd = tb->wd;                        \
+    int64_t SH = g->SH, SW = g->SW, TR = tb->tr, TC = tb->tc;                                                  \
+    T *dxc = dx + (n * q->C + c) * isz;                                                                        \
+    T *outp = SW > 1 ? dyp + tb->rowsd * wd : dxc; /* sw > 1: row phases, merged at the end */                 \
+    T *wb = dyp + tb->rowsd * wd + (SW > 1 ? isz : 0);                                                         \
+    for (int64_t m = c * q->Mg; m < (c + 1) * q->Mg; m++) {                                                    \
+        const T *dyc = dy + (n * q->M + m) * osz, *wm = w + m * ksz;                                           \
+        for (int64_t k = 0; k < ksz; k++) /* each tap's weight in 16 lanes */                                  \
+            for (int j = 0; j < 16; j++) wb[k * 16 + j] = wm[k];                                               \
+        for (int64_t r = 0; r < tb->rowsd; r++) {                                                              \
+            T *d = dyp + r * wd;                                                                               \
+            memset(d, 0, (size_t)wd * sizeof(T));                                                              \
+            int64_t oh = r - TR;                                                                               \
+            if (oh < 0 || oh >= g->OH) continue;                                                               \
+            int64_t c1 = g->OW < wd - TC ? g->OW : wd - TC;                                                    \
+            if (c1 > 0) memcpy(d + TC, dyc + oh * g->OW, (size_t)c1 * sizeof(T));                              \
+        }                                                                                                      \
+        bool first = m == c * q->Mg;                                                                           \
+        for (int64_t a = 0; a < SH; a++) {                                                                     \
+            int64_t ih0 = ((a - g->PH) % SH + SH) % SH;                                                        \
+            if (ih0 >= g->IH) continue;                                                                        \
+            int64_t nih = (g->IH - 1 - ih0) / SH + 1;                                                          \
+            for (int64_t b = 0; b < SW && b < g->IW; b++) {                                                    \
+                int64_t ph = a * SW + b, cnt = tb->tapcnt[ph];                                                 \
+                const int64_t *tk = tb->tapk + ph * ksz, *to = tb->tapoff + ph * ksz;                          \
+                int64_t nj = (g->IW - b + SW - 1) / SW, nch = (nj + 15) / 16, ntask = nih * nch;               \
+                int64_t r0 = (ih0 + g->PH - a) / SH + TR, ti = 0, tc = 0; /* task: row, chunk */               \
+                int64_t ocol = SW > 1 ? tb->off[b] : 0;                                                        \
+                for (int64_t t0 = 0; t0 < ntask; t0 += 4) {                                                    \
+                    int nt = ntask - t0 < 4 ? (int)(ntask - t0) : 4;                                           \
+                    const T *bp[4];                                                                            \
+                    T *o[4];                                                                                   \
+                    int64_t len[4];                                                                            \
+                    for (int j = 0; j < 4; j++) {                                                              \
+                        int64_t j0 = tc * 16;                                                                  \
+                        bp[j] = dyp + (r0 + ti) * wd + j0 + TC;                                                \
+                        o[j] = outp + (ih0 + ti * SH) * g->IW + ocol + j0;                                     \
+                        len[j] = nj - j0 < 16 ? nj - j0 : 16;                                                  \
+                        if (j + 1 < nt && ++tc == nch) {                                                       \
+                            tc = 0;                                                                            \
+                            ti++;                                                                              \
+                        }                                                                                      \
+                    }                                                                                          \
+                    if (++tc == nch) {                                                                         \
+                        tc = 0;                                                                                \
+                        ti++;                                                                                  \
+                    }                                                                                          \
+                    VN a0[NV], a1[NV], a2[NV], a3[NV], s, wv;                                                  \
+                    for (int v = 0; v < NV; v++) a0[v] = a1[v] = a2[v] = a3[v] = (VN){0};                      \
+                    if (nt == 4) {                                                                             \
+                        for (int64_t k = 0; k < cnt; k++) {                                                    \
+                            int64_t f = to[k];                                                                 \
+                            for (int v = 0; v < NV; v++) {                                                     \
+                                memcpy(&wv, wb + tk[k] * 16 + v * L, sizeof wv);                               \
+                                memcpy(&s, bp[0] + f + v * L, sizeof s); a0[v] += wv * s;                      \
+                                memcpy(&s, bp[1] + f + v * L, sizeof s); a1[v] += wv * s;                      \
+                                memcpy(&s, bp[2] + f + v * L, sizeof s); a2[v] += wv * s;                      \
+                                memcpy(&s, bp[3] + f + v * L, sizeof s); a3[v] += wv * s;                      \
+                            }                                                                                  \
+                        }                                                                                      \
+                    } else {                                                                                   \
+                        for (int64_t k = 0; k < cnt; k++) {                                                    \
+                            int64_t f = to[k];                                                                 \
+                            for (int v = 0; v < NV; v++) {                                                     \
+                                memcpy(&wv, wb + tk[k] * 16 + v * L, sizeof wv);                               \
+                                memcpy(&s, bp[0] + f + v * L, sizeof s); a0[v] += wv * s;                      \
+                                if (nt > 1) { memcpy(&s, bp[1] + f + v * L, sizeof s); a1[v] += wv * s; }      \
+                                if (nt > 2) { memcpy(&s, bp[2] + f + v * L, sizeof s); a2[v] += wv * s; }      \
+                            }                                                                                  \
+                        }                                                                                      \
+                    }                                                                                          \
+                    DW_STORE(T, VN, NV, L, o[0], a0, len[0], first);                                           \
+                    if (nt > 1) DW_STORE(T, VN, NV, L, o[1], a1, len[1], first);                               \
+                    if (nt > 2) DW_STORE(T, VN, NV, L, o[2], a2, len[2], first);                               \
+                    if (nt > 3) DW_STORE(T, VN, NV, L, o[3], a3, len[3], first);                               \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    if (SW > 1) dw_merge_##SFX(g, tb->off, outp, dxc);                                                         \
+}                                                                                                              \
+/* dW item (m): per image a zero-framed copy of X[n, c] split into sw column phases (xp: plane b,              \
+ * row r, column j holds padded X[r, j * sw + b]; tb->rowsx rows, pitch tb->wdx); per output row 16            \
+ * columns of dY at a time against each tap's X, 16 lanes per tap (in NV native vectors; the lanes             \
+ * past a row's end masked to 0); float32 lanes flushed into float64 lanes after each image, the               \
+ * 16 lanes summed in order. */                                                                                \
+static void dw_dw1_##SFX(const conv_plan *q, const dw_tabs *tb, const T *dy, const T *x, T *dw,                \
+                         int64_t m, VN *acc, double *dacc, T *xp) {                                            \
+    enum { L = DW_VB / sizeof(T), NV = 16 / L };                                                               \
+    const dw_geom *g = &tb->g;                                                                                 \
+    int64_t isz = g->IH * g->IW, osz = g->OH * g->OW, ksz = g->KH * g->KW, wd = tb->wdx;                       \
+    int64_t rows = tb->rowsx;                                                                                  \
+    int64_t c = m / q->Mg;                                                                                     \
+    const int64_t *toff = tb->toffx;                                                                           \
+    for (int64_t i = 0; i < ksz * 16; i++) dacc[i] = 0;                                                        \
+    for (int64_t n = 0; n < q->N; n++) {                                                                       \
+        const T *dyc = dy + (n * q->M + m) * osz, *xc = x + (n * q->C + c) * isz;                              \
+        for (int64_t b = 0; b < g->SW; b++)                                                                    \
+            for (int64_t r = 0; r < rows; r++) {                                                               \
+                T *d = xp + (b * rows + r) * wd;                                                               \
+                memset(d, 0, (size_t)wd * sizeof(T));                                                          \
+                int64_t ih = r - g->PH;                                                                        \
+                if (ih < 0 || ih >= g->IH) continue;                                                           \
+                const T *xr = xc + ih * g->IW;                                                                 \
+                /* plane b, column j: padded column j * SW + b, X column j * SW + b - PW */                    \
+                int64_t j0 = ceil_div(g->PW - b, g->SW), j1 = ceil_div(g->PW + g->IW - b, g->SW);              \
+                if (j0 < 0) j0 = 0;                                                                            \
+                if (j1 > wd) j1 = wd;                                                                          \
+                if (g->SW == 1) {                                                                              \
+                    if (j1 > j0) memcpy(d + j0, xr + j0 - g->PW, (size_t)(j1 - j0) * sizeof(T));               \
+                } else                                                                                         \
+                    for (int64_t j = j0; j < j1; j++) d[j] = xr[j * g->SW + b - g->PW];                        \
+            }                                                                                                  \
+        for (int64_t k = 0; k < ksz * NV; k++) acc[k] = (VN){0};                                               \
+        for (int64_t oh = 0; oh < g->OH; oh++) {                                                               \
+            const T *dyr = dyc + oh * g->OW, *xr = xp + oh * g->SH * wd;                                       \
+            for (int64_t i0 = 0; i0 < g->OW; i0 += 16) {                                                       \
+                VN dv[NV], s;                                                                                  \
+                const T *xs = xr + i0;                                                                         \
+                if (i0 + 16 <= g->OW) {                                                                        \
+                    memcpy(dv, dyr + i0, sizeof dv);                                                           \
+                    for (int64_t k = 0; k < ksz; k++)                                                          \
+                        for (int v = 0; v < NV; v++) {                                                         \
+                            memcpy(&s, xs + toff[k] + v * L, sizeof s);                                        \
+                            acc[k * NV + v] += dv[v] * s;                                                      \
+                        }                                                                                      \
+                } else {                                                                                       \
+                    T tmp[16] = {0};                                                                           \
+                    MN mask[NV];                                                                               \
+                    memset(mask, 0, sizeof mask);                                                             \
+                    for (int v = 0; v < NV; v++)                                                               \
+                        for (int j = 0; j < L; j++) mask[v][j] = i0 + v * L + j < g->OW ? -1 : 0;              \
+                    memcpy(tmp, dyr + i0, (size_t)(g->OW - i0) * sizeof(T));                                   \
+                    memcpy(dv, tmp, sizeof dv);                                                                \
+                    for (int64_t k = 0; k < ksz; k++)                                                          \
+                        for (int v = 0; v < NV; v++) {                                                         \
+                            memcpy(&s, xs + toff[k] + v * L, sizeof s);                                        \
+                            VN p = dv[v] * s;                                                                  \
+                            MN pm;                                                                             \
+                            memcpy(&pm, &p, sizeof pm);                                                        \
+                            pm &= mask[v];                                                                     \
+                            memcpy(&p, &pm, sizeof p);                                                         \
+                            acc[k * NV + v] += p;                                                              \
+                        }                                                                                      \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+        for (int64_t k = 0; k < ksz; k++) {                                                                    \
+            T l[16];                                                                                           \
+            memcpy(l, &acc[k * NV], sizeof l);                                                                 \
+            for (int j = 0; j < 16; j++) dacc[k * 16 + j] += (double)l[j];                                     \
+        }                                                                                                      \
+    }                                                                                                          \
+    for (int64_t k = 0; k < ksz; k++) {                                                                        \
+        double s = 0;                                                                                          \
+        for (int j = 0; j < 16; j++) s += dacc[k * 16 + j];                                                    \
+        dw[m * ksz + k] = (T)s;                                                                                \
+    }                                                                                                          \
+}
+
+DEF_DWG(float, dw_nf, dw_mf, f32)
+DEF_DWG(double, dw_nd, dw_md, f64)
+
+
+/* dX and/or dW by the depthwise path (sizes checked non-empty by the caller) */
+static int32_t dw_exec(opc_call *c, const conv_plan *q, const void *dy, const void *x, const void *w, void *dx,
+                       void *dw, int nt) {
+    dw_tabs tb;
+    if (dw_tables(q, &tb)) return opc_fail(c, OPC_ERR_OUT_OF_MEMORY, "out of memory for the depthwise tables");
+    const dw_geom *g = &tb.g;
+    int64_t ksz = g->KH * g->KW, work = g->OH * g->OW * ksz; /* multiply-adds per (n, m) */
+    int64_t es = (int64_t)opc_dtype_size(q->dtype);
+    bool s1 = g->SH * g->SW <= DW_MAX_PHASES; /* dw_dx1, else the scatter of dw_dx */
+    size_t scratch = g->SW > 1 ? (size_t)(g->IH * g->IW * es) : 0;
+    size_t scratch_dx = s1 ? (size_t)((tb.rowsd * tb.wd + (g->SW > 1 ? g->IH * g->IW : 0) + 16 * ksz) * es) : scratch;
+    size_t scratch_dw = (size_t)(g->SW * tb.rowsx * tb.wdx * es);
+    int32_t status = OPC_OK;
+    if (dx) {
+        int64_t items = q->N * q->C;
+        int64_t want = (int64_t)((double)items * (double)(q->Mg * work) / (double)opc_grain(16384)) + 1;
+        int t = (int)(want < nt ? want : nt);
+        if (t > items) t = (int)(items > 0 ? items : 1);
+#pragma omp parallel num_threads(t)
+        {
+            void *sc = scratch_dx ? malloc(scratch_dx) : NULL;
+            bool ok = !scratch_dx || sc;
+            if (!ok) {
+#pragma omp atomic write
+                status = OPC_ERR_OUT_OF_MEMORY;
+            }
+#pragma omp for schedule(static)
+            for (int64_t it = 0; it < items; it++) {
+                if (!ok) continue;
+                if (s1 && q->dtype == OPC_FLOAT) dw_dx1_f32(q, &tb, dy, w, dx, it / q->C, it % q->C, sc);
+                else if (s1) dw_dx1_f64(q, &tb, dy, w, dx, it / q->C, it % q->C, sc);
+                else if (q->dtype == OPC_FLOAT) dw_dx_f32(q, &tb, dy, w, dx, it / q->C, it % q->C, sc);
+                else dw_dx_f64(q, &tb, dy, w, dx, it / q->C, it % q->C, sc);
+            }
+            free(sc);
+        }
+    }
+    if (dw && !status) {
+        int64_t items = q->M;
+        int64_t want = (int64_t)((double)items * (double)(q->N * work) / (double)opc_grain(16384)) + 1;
+        int t = (int)(want < nt ? want : nt);
+        if (t > items) t = (int)(items > 0 ? items : 1);
+#pragma omp parallel num_threads(t)
+        {
+            void *acc = aligned_alloc(64, (size_t)(ksz * 16) * sizeof(double));
+            void *dacc = malloc((size_t)(ksz * 16) * sizeof(double));
+            void *sc = scratch_dw ? malloc(scratch_dw) : NULL;
+            bool ok = acc && dacc && (!scratch_dw || sc);
+            if (!ok) {
+#pragma omp atomic write
+                status = OPC_ERR_OUT_OF_MEMORY;
+            }
+#pragma omp for schedule(static)
+            for (int64_t m = 0; m < items; m++) {
+                if (!ok) continue;
+                if (q->dtype == OPC_FLOAT) dw_dw1_f32(q, &tb, dy, x, dw, m, acc, dacc, sc);
+                else dw_dw1_f64(q, &tb, dy, x, dw, m, acc, dacc, sc);
+            }
+            free(acc);
+            free(dacc);
+            free(sc);
+        }
+    }
+    free(tb.lo);
+    if (status) return opc_fail(c, status, "out of memory for the depthwise buffers");
+    return OPC_OK;
+}
+
 static int32_t conv_exec(opc_call *c, const conv_plan *q, const void *dy_in, const void *x_in, const void *w_in,
                          void *dx, void *dw, void *db) {
     conv_ctx x = {0};
@@ -508,6 +942,7 @@ static int32_t conv_exec(opc_call *c, const conv_plan *q, const void *dy_in, con
         need_dw = false;
     }
     if (!need_dx && !need_dw) return OPC_OK;
+    if (use_depthwise(q)) return dw_exec(c, q, x.dy, x.x, x.w, need_dx ? dx : NULL, need_dw ? dw : NULL, nt);
 
     x.nchunks = (q->P + q->PC - 1) / q->PC;
     /* dX channel blocks: up to 4 per (n, g) when there are few images, so small batches still
