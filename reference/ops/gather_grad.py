@@ -147,14 +147,21 @@ def bench_gather_elements_bytes(shapes, attributes, params):
 
 
 def bench_torch_gather(inputs, attributes):
-    """An embedding table's gradient (non-negative indices, as torch takes them)."""
+    """An embedding table's gradient (axis 0 of a matrix, non-negative indices, as torch takes them):
+    embedding_dense_backward; any other axis or rank (an RNN's last step, Gather axis 1 of a scalar index): the
+    indexed rows added into zeros (index_add_, what the backward of torch's index_select does)."""
     import torch
 
     from reference._torch import tensors
 
     _, indices, dy = tensors(*inputs)
-    rows = int(inputs[0][0])
-    return lambda: torch.ops.aten.embedding_dense_backward(dy, indices, rows, -1, False)
+    shape = [int(d) for d in inputs[0]]
+    axis = int(attributes.get("axis") or 0) % len(shape)
+    if axis == 0 and len(shape) == 2:
+        return lambda: torch.ops.aten.embedding_dense_backward(dy, indices, shape[0], -1, False)
+    flat = indices.reshape(-1) % shape[axis]
+    rows = dy.reshape(shape[:axis] + [flat.numel()] + shape[axis + 1:])
+    return lambda: torch.zeros(shape, dtype=dy.dtype).index_add_(axis, flat, rows)
 
 
 def bench_torch_gather_elements(inputs, attributes):

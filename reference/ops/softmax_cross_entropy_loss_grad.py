@@ -99,11 +99,13 @@ def bench_torch(inputs, attributes):
     from reference._torch import tensors
 
     dy, log_prob, label, _ = tensors(*inputs)
-    ignore = attributes["ignore_index"]
+    ignore = attributes.get("ignore_index")
+    ignore = -100 if ignore is None else int(ignore)  # no ignore_index: torch's default, which no label in [0, C) is
     total = (label != ignore).sum().to(torch.float32)
+    reduction = {"none": 0, "mean": 1, "sum": 2}[attributes.get("reduction") or "mean"]
     aten = torch.ops.aten
     return lambda: aten._log_softmax_backward_data(
-        aten.nll_loss_backward(dy, log_prob, label, None, 1, ignore, total), log_prob, 1, torch.float32)
+        aten.nll_loss_backward(dy, log_prob, label, None, reduction, ignore, total), log_prob, 1, torch.float32)
 
 
 # ---- model: a real graph's node -> case params (cases.from_node) -----------------------------------------------

@@ -1,9 +1,10 @@
 """AdamWOptimizer through the op table (openmp_lib.run with Python lists; csrc/seq_optim.c) against the float64
-reference: both adam_modes, correct_bias, weight decay, several steps fed back; float32 within a few float32 roundings
-of its terms (float32 arithmetic, as torch's fused AdamW), float64 to 1e-13; update_signal false (copies, flag false); the outputs computed out of place, in
-place (the inputs' own arrays as outputs) and partly wanted all the same; the same bits at 1-4 threads; every
-malformed call rejected with its status, the inputs unchanged, and malformed sequences from ctypes (a count of -1, an
-element of another dtype, NULL element data) rejected by the library itself."""
+reference: both adam_modes, correct_bias, weight decay, several steps fed back; float32 within a few float32
+roundings of its terms (float32 arithmetic, as torch's fused AdamW), float64 to 1e-13; update_signal false (copies,
+flag false); the outputs computed out of place, in place (the inputs' own arrays as outputs) and partly wanted all
+the same; the same bits at 1-4 threads; every malformed call rejected with its status, the inputs unchanged, and
+malformed sequences from ctypes (a count of -1, an element of another dtype, NULL element data) rejected by the
+library itself."""
 from __future__ import annotations
 
 import ml_dtypes

@@ -1,6 +1,7 @@
 """SGDOptimizerV2 through the op table (openmp_lib.run with Python lists; csrc/seq_optim.c) against the float64
-reference: float32 within its two float32 roundings, float16 rounded once, float64 exact; update_completed has lr's shape; update_signal false copies; in place
-the same; the same bits at 1-4 threads; malformed calls and sequences rejected."""
+reference: float32 within its two float32 roundings, float16 rounded once, float64 exact; update_completed has lr's
+shape; update_signal false copies; in place the same; the same bits at 1-4 threads; malformed calls and sequences
+rejected."""
 from __future__ import annotations
 
 import numpy as np
