@@ -18,6 +18,7 @@ from onnx import numpy_helper
 from harness.backends.base import Request
 from harness.backends.onnx_model import build
 from harness.core import dtypes, sequences
+from harness.core.sequences import Value
 
 DATASET = "test_data_set_0"
 
@@ -61,7 +62,7 @@ def numpy_dtype(elem_type: int) -> np.dtype:
 
 def write_tensor(path: Path, array: np.ndarray | list, name: str) -> None:
     """A TensorProto file, or a SequenceProto of tensors for a sequence (a list, harness.core.sequences)."""
-    if sequences.is_seq(array):
+    if isinstance(array, list):  # a sequence
         proto = onnx.SequenceProto(name=name, elem_type=onnx.SequenceProto.TENSOR)
         proto.tensor_values.extend(to_tensor_proto(t) for t in array)
         path.write_bytes(proto.SerializeToString())
@@ -105,7 +106,7 @@ def write_outputs(request: Request, model: onnx.ModelProto, directory: Path, val
         write_tensor(directory / DATASET / f"output_{k}.pb", expected, graph_output.name)
 
 
-def read_outputs(request: Request, model: onnx.ModelProto, directory: Path) -> list[np.ndarray | None]:
+def read_outputs(request: Request, model: onnx.ModelProto, directory: Path) -> list[Value | None]:
     """The outputs a backend wrote, in the spec's output order (None where not requested); MalformedOutput
     names the first file missing or unreadable."""
     found = {}

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from harness.backends.limits import DEFAULT_TIMEOUT, TIMEOUT_OPTION
+from harness.core.sequences import Value
 from harness.core.timing import Budget, repeat
 from harness.spec.model import Export, Spec
 
@@ -30,7 +31,7 @@ class ForwardCall:
 class Request:
     spec: Spec
     dtype: str  # the case dtype
-    inputs: list[np.ndarray | None]  # in the spec's input order; None = omitted optional input
+    inputs: list[Value | None]  # in the spec's input order; None = omitted optional input (a list: a sequence)
     attributes: dict  # only the attributes written on the node; the rest take their defaults
     outputs: tuple[bool, ...]  # which of the spec's outputs are requested
     threads: int = 1
@@ -44,13 +45,13 @@ class Request:
     # every run instead of in some. Reruns of a case an intermittent known divergence covers ask for it.
     poison_outputs: bool = False
 
-    def named_inputs(self) -> dict[str, np.ndarray | None]:
+    def named_inputs(self) -> dict[str, Value | None]:
         return {i.name: v for i, v in zip(self.spec.inputs, self.inputs)}
 
 
 @dataclass(frozen=True)
 class Outputs:
-    values: list[np.ndarray | None]  # in the spec's output order; None where not requested
+    values: list[Value | None]  # in the spec's output order; None where not requested; a list: a sequence
     # What really computed them, where the backend chose it (ort-autograd: the gradient nodes ORT's
     # builder inserted, e.g. "com.microsoft.SoftmaxGrad_13(axis=1)"); recorded in the result.
     nodes: tuple[str, ...] = ()

@@ -71,7 +71,7 @@ class OnnxBackendAdapter(WorkerBackend):
             return Unsupported(payload[0])
         if kind == "failed":
             return self._classify(*payload)
-        fetched = iter(sequences.apply(a, lambda t, d=d: t.astype(dtypes.NUMPY[d], copy=False))  # None: left unset
+        fetched = iter(sequences.astype(a, dtypes.NUMPY[d])  # None: a requested output left unset; a list: a sequence
                        for a, d in zip(payload[0], model.fetch_dtypes))
         return Outputs([next(fetched) if wanted else None for wanted in request.outputs])
 

@@ -528,7 +528,7 @@ def run(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, Any] |
 
 
 def _sequence_output(call: _Call, t: _Tensor, op: str, i: int, s: _Shape, inputs: Sequence[Any],
-                     given: Sequence[np.ndarray] | None) -> list[np.ndarray]:
+                     given: Any) -> list[np.ndarray]:
     """Sequence output i as a list of arrays shaped like the mirrored input's elements (or the given ones), set
     into t as an OPC_SEQUENCE whose buffers `call` keeps alive."""
     shapes = _mirrored(inputs, op, i, s)
@@ -574,7 +574,7 @@ def prepare(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, An
     if status:
         _raise(lib, status, err)
     outs = (_Tensor * max(1, n_out))()
-    arrays: list[np.ndarray | None] = []
+    arrays: list[Any] = []  # an array, a list of arrays (a sequence output) or None (not wanted)
     for i, want in enumerate(want_outputs):
         if not want:
             outs[i].rank, outs[i].data = -1, None

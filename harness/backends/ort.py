@@ -64,8 +64,7 @@ class OrtBackend(WorkerBackend):
         if isinstance(reply, (Crashed, TimedOut)):
             return reply
         # an output ORT leaves unwritten comes back None (ConcatTraining's per_input_length for an empty result)
-        fetched = iter(sequences.apply(a, lambda t, d=d: t.astype(dtypes.NUMPY[d], copy=False))
-                       for a, d in zip(reply, model.fetch_dtypes))  # a sequence output: a list of arrays
+        fetched = iter(sequences.astype(a, dtypes.NUMPY[d]) for a, d in zip(reply, model.fetch_dtypes))  # (a list: a sequence)
         return Outputs([next(fetched) if wanted else None for wanted in request.outputs])
 
     def time(self, request: Request, budget: dict):

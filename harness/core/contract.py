@@ -43,10 +43,10 @@ def input_problems(spec: Spec, inputs: dict[str, np.ndarray | None], written: di
             problems.append(f"input {inp.name} has dtype {dtype}; {inp.type} allows {', '.join(allowed)}")
         elif bound.setdefault(inp.type, dtype) != dtype:
             problems.append(f"input {inp.name} has dtype {dtype} but {inp.type} is already {bound[inp.type]}")
-        ranks = [len(s) for s in shapes[inp.name]] if sequences.is_seq(value) else [len(shapes[inp.name])]
+        value_shape = sequences.shape_of(value)
+        ranks = [len(s) for s in value_shape] if sequences.is_seq(value) else [len(value_shape)]
         if inp.rank and (bad := [r for r in ranks if not inp.rank.min <= r <= inp.rank.max]):
             problems.append(f"input {inp.name} has rank {bad[0]}; allowed {inp.rank.min}..{inp.rank.max}")
-        value_shape = shapes[inp.name]
         if inp.shape_from and (other := shapes.get(inp.shape_from)) is not None and other != value_shape:
             problems.append(f"input {inp.name} has shape {_text(value_shape)} but must equal "
                             f"{inp.shape_from}'s shape {_text(other)}")

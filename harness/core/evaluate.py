@@ -10,8 +10,8 @@ from harness.spec.dotted import resolve
 from harness.spec.model import Spec
 
 
-def evaluate(spec: Spec, inputs: dict[str, np.ndarray | None], written: dict, reference: str | None = None
-             ) -> list[np.ndarray]:
+def evaluate(spec: Spec, inputs: dict[str, sequences.Value | None], written: dict, reference: str | None = None
+             ) -> list[sequences.Value]:
     """The reference outputs in float64, in the spec's output order (`reference`: another function of the same
     signature, e.g. forward.derivative)."""
     reference = reference or spec.reference

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from typing import ContextManager
+from typing import Any, ContextManager
 
 from harness.core import sequences
 from harness.core.cases import Case, expand
@@ -39,6 +39,11 @@ def _stubbed(spec: Spec) -> bool:
     return False
 
 
+def _size(shape: Any, sequence: bool) -> int:
+    """A tensor's element count, or all of a sequence's tensors' (its shape the tuple of their shapes)."""
+    return sum(math.prod(e) for e in shape) if sequence else math.prod(shape)
+
+
 def smallest_cases(spec: Spec) -> list[tuple[int, Case, dict]]:
     """(group index, case, its input shapes) for the smallest case of each valid group."""
     index = {g.name: i for i, g in enumerate(spec.cases.groups)}
@@ -48,8 +53,7 @@ def smallest_cases(spec: Spec) -> list[tuple[int, Case, dict]]:
         if isinstance(case.group, InvalidGroup) or first_dtype.setdefault(case.group.name, case.dtype) != case.dtype:
             continue
         shapes = input_shapes(case)
-        size = sum(sum(math.prod(e) for e in s) if spec.is_sequence(spec.input(n)) else math.prod(s)
-                   for n, s in shapes.items() if s is not None)
+        size = sum(_size(s, spec.is_sequence(spec.input(n))) for n, s in shapes.items() if s is not None)
         if case.group.name not in best or size < best[case.group.name][0]:
             best[case.group.name] = (size, case, shapes)
     return [(index[name], case, shapes) for name, (size, case, shapes) in best.items() if size <= MAX_ELEMENTS]

@@ -15,6 +15,9 @@ from typing import Any, Callable
 import numpy as np
 
 Shape = tuple  # a tensor's tuple of ints, or a sequence's tuple of such tuples
+# A tensor (np.ndarray) or a sequence's list of tensors: typed Any, since the two share no interface a type checker
+# could hold them to; the helpers here are what tell them apart.
+Value = Any
 
 
 def is_seq(value: Any) -> bool:

@@ -11,6 +11,7 @@ import math
 import re
 import signal
 import threading
+from typing import Any
 
 from harness.core import dtypes
 from harness.core.bench_spec import bench_problems
@@ -425,6 +426,11 @@ def _shape_problem(shape, sequence: bool = False) -> str | None:
     return None
 
 
+def _ranks(shape: Any, sequence: bool) -> list[int]:
+    """A tensor's rank, or each of a sequence's tensors' ranks."""
+    return [len(e) for e in shape] if sequence else [len(shape)]
+
+
 def case_bytes(spec: Spec, dtype: str, shapes: dict) -> int:
     """The bytes of a case's tensors in their dtypes: its inputs, and the outputs that follow one."""
     def size(name: str, tensor) -> int:
@@ -544,7 +550,7 @@ def _walk_cases(spec: Spec, max_case_bytes: int) -> list[tuple[str, str]]:
         if not isinstance(case.group, InvalidGroup):
             wrong_rank = [(i.name, i.rank, rank) for i in spec.inputs
                           if i.rank and (given := shapes.get(i.name)) is not None
-                          for rank in ([len(e) for e in given] if spec.is_sequence(i) else [len(given)])
+                          for rank in _ranks(given, spec.is_sequence(i))
                           if not i.rank.min <= rank <= i.rank.max]
             if wrong_rank:
                 inp_name, declared, rank = wrong_rank[0]

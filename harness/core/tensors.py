@@ -93,7 +93,7 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
     shapes = input_shapes(case)
     generators = {**spec.cases.inputs, **case.group.inputs}
     overridden = case.group.shapes if isinstance(case.group, InvalidGroup) else {}
-    inputs: dict[str, np.ndarray | None] = {}
+    inputs: dict[str, np.ndarray | list | None] = {}
 
     @functools.cache
     def integer_context() -> tuple[dict, dict]:
@@ -123,7 +123,7 @@ def make_tensors(case: Case, global_seed: int = 0) -> tuple[dict, dict]:
         if shapes[inp.name] is None:
             inputs[inp.name] = None
         elif spec.is_sequence(inp):  # a spec check keeps sequences drawn: no forward op makes one
-            inputs[inp.name] = draw_sequence(inp.name, shapes[inp.name], dtype)
+            inputs[inp.name] = draw_sequence(inp.name, shapes[inp.name] or (), dtype)
         elif inp.role in DRAWN_ROLES or inp.name in overridden or inp.name in case.group.inputs:
             # A group may draw a forward output directly (e.g. Y outside Sigmoid's range) instead of deriving it.
             inputs[inp.name] = draw_input(inp.name, shapes[inp.name], dtype)

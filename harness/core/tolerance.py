@@ -91,7 +91,7 @@ def _per_output(value, count: int) -> list:
 
 
 def allowances(spec: Spec, inputs: dict, written: dict, dtype: str,
-               expected: list[np.ndarray]) -> tuple[list[np.ndarray | None], list[str]]:
+               expected: list[sequences.Value]) -> tuple[list[np.ndarray | None], list[str]]:
     """(allowance array or None, provenance text) per output, in the spec's output order (None where the
     expected output is None: an output not compared)."""
     n = len(spec.outputs)

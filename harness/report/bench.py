@@ -122,9 +122,10 @@ def _shape(value) -> str:
 def _level_triad(limits: dict, level, dram: float | None) -> float | None:
     """The bench's triad at a row's memory level; the DRAM triad only for DRAM rows (or older rows without a level),
     never for a cache-sized one."""
-    levels = limits.get("levels") if isinstance(limits.get("levels"), dict) else {}
-    if isinstance(level, str) and isinstance(levels.get(level), dict):
-        return number(levels[level].get("triad_gbs"))
+    levels = limits.get("levels")
+    entry = levels.get(level) if isinstance(levels, dict) and isinstance(level, str) else None
+    if isinstance(entry, dict):
+        return number(entry.get("triad_gbs"))
     return dram if level in (None, "", "DRAM") else None
 
 

@@ -28,6 +28,7 @@ from harness.core.cases import Case
 from harness.core.compare import compare
 from harness.core.dtypes import NUMPY
 from harness.core.evaluate import evaluate
+from harness.core.sequences import Value
 from harness.core.shapes import CaseError
 from harness.core.status import EXPLAINS, STATUSES, UNEXPECTED, Check, Failure, Problem, Status  # noqa: F401 (re-exported)
 from harness.core.tensors import forward_call_parts, make_tensors, redraw_input
@@ -42,9 +43,9 @@ class Prepared:
     """A case with its inputs and (for valid cases) its float64 reference outputs."""
     case: Case
     seed: int
-    inputs: dict[str, np.ndarray | None] = field(default_factory=dict)
+    inputs: dict[str, Value | None] = field(default_factory=dict)  # a list: a sequence
     forward_inputs: dict[str, np.ndarray] = field(default_factory=dict)  # float64 values derived inputs came from
-    expected: list[np.ndarray] | None = None
+    expected: list[Value] | None = None
     allowance: list[np.ndarray | None] | None = None  # extra per-element error allowed (reductions)
     allowance_notes: list[str] | None = None  # provenance of each allowance, for the verdict
     problem: str | None = None  # why the harness could not build the case
@@ -55,8 +56,8 @@ class Prepared:
 class Call:
     """One later call of a stateful case: the inputs no earlier output feeds (redrawn, advanced or unchanged, in the
     case dtypes), and the float64 reference trajectory's outputs and allowances at that call."""
-    inputs: dict[str, np.ndarray | None]
-    expected: list[np.ndarray]
+    inputs: dict[str, Value | None]
+    expected: list[Value]
     allowance: list[np.ndarray | None]
     allowance_notes: list[str]
 

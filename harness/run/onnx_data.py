@@ -19,6 +19,7 @@ from harness.backends.backend_test_dir import from_tensor_proto, numpy_dtype, re
 from harness.backends.base import Crashed, Outputs, Rejected, Request, TimedOut, Unsupported
 from harness.core import dtypes, sequences
 from harness.core.compare import compare
+from harness.core.sequences import Value
 from harness.core.spec_checks import unknown_name
 from harness.core.spec_loader import Catalog
 from harness.core.status import Status
@@ -50,7 +51,7 @@ def _graph_types(value_info) -> tuple[int, list[int | None] | None]:
     return tensor.elem_type, (dims if tensor.HasField("shape") else None)
 
 
-def _check_against_model(kind: str, k: int, value_info, array: np.ndarray) -> None:
+def _check_against_model(kind: str, k: int, value_info, array: Value) -> None:
     """A stored tensor must have the dtype and the static shape the model declares for it (a sequence: its element
     type, each element)."""
     if value_info.type.HasField("sequence_type"):
