@@ -516,8 +516,8 @@ def cmd_bench(args) -> int:
 def _bench_model_list(args, catalog, out: Path) -> Path:
     """`bench --model`: the workload list to time: a shipped one by name, a list file, or the list of an ONNX model's
     configurations (its census, as `opconform model` takes it) written beside the bench JSON."""
-    from harness.bench import model as bench_model
-    from harness.bench.runner import BenchError, main_log
+    from harness.bench import model as bench_model  # lazy: numpy and the bench load only for `bench`
+    from harness.bench.runner import BenchError, main_log  # lazy: as above
 
     found = bench_model.resolve_name(args.model)
     if found is not None:
@@ -525,13 +525,14 @@ def _bench_model_list(args, catalog, out: Path) -> Path:
     path = Path(args.model)
     if not path.exists():
         raise BenchError(bench_model.unknown_model(args.model))
-    from harness.model.build import BuildError
-    from harness.model.census import CensusError
-    from harness.model.command import ModelUsageError, model_name, parse_dims
+    from harness.model import workload_list  # lazy: onnx and the model census load only for `bench --model PATH`
+    from harness.model.build import BuildError  # lazy: as above
+    from harness.model.census import CensusError  # lazy: as above
+    from harness.model.command import ModelUsageError, model_name, parse_dims  # lazy: as above
 
     try:
         dims = parse_dims(args.dim or [])
-        return bench_model.list_from_graph(path, dims, catalog, out.parent / f"{model_name(path)}.workloads.json",
+        return workload_list.list_from_graph(path, dims, catalog, out.parent / f"{model_name(path)}.workloads.json",
                                            log=main_log, loss=args.loss)
     except (ModelUsageError, BuildError, CensusError, bench_model.ModelListError) as e:
         raise BenchError(f"--model {args.model}: {e}") from None

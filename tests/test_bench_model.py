@@ -13,6 +13,7 @@ from harness.bench.model import Entry, ModelListError, entry_workload, load_list
 from harness.cli import main
 from harness.core.bench_spec import bench_case, cost
 from harness.core.shapes import input_shapes
+from harness.model import workload_list
 from harness.report import bench as report_bench
 
 SHIPPED = ("resnet18", "mobilenet_v2", "bert_layer", "lstm_classifier")
@@ -121,8 +122,8 @@ def test_a_census_configuration_counts_its_kernel_nodes_or_layers():
             self.kind, self.op, self.nodes, self.layers = kind, op, nodes, layers
 
     ops = {"a": "com.microsoft::ConvGrad", "b": "com.microsoft::ConvGrad", "s": "ai.onnx::Shape"}
-    assert bench_model.node_count(Config("kernel", "ConvGrad", ["a", "b", "s"], []), ops) == 2  # not its helper Shape
-    assert bench_model.node_count(Config("forward", "MatMul", ["x", "y", "z"], ["m1", "m2"]), {}) == 2  # its layers
+    assert workload_list.node_count(Config("kernel", "ConvGrad", ["a", "b", "s"], []), ops) == 2  # not its helper Shape
+    assert workload_list.node_count(Config("forward", "MatMul", ["x", "y", "z"], ["m1", "m2"]), {}) == 2  # its layers
 
 
 # ----------------------------------------------------------------------------------------------- the per-model total

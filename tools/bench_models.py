@@ -112,7 +112,7 @@ def write_list(name: str, out_dir: Path, work: Path, catalog) -> Path:
     import onnxruntime
     import torch
 
-    from harness.bench.model import census_of, from_census
+    from harness.model.workload_list import census_of, from_census
 
     torch.manual_seed(real_models.SEED)
     built = MODELS[name]()

@@ -25,7 +25,8 @@ from typing import Any
 
 from harness.bench.workloads import Workload
 from harness.core.bench_spec import BENCH_DTYPE, cost, torch_peer
-from harness.core.shapes import input_shapes
+from harness.core.cases import case_for
+from harness.core.shapes import OUTPUTS, input_shapes
 
 SCHEMA = "opconform-bench-model/1"
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "data" / "bench_models"
@@ -139,8 +140,6 @@ def unknown_model(name: str) -> str:
 
 def case_of(catalog, entry: Entry):
     """The case an entry's params make in its op's spec (float32, as bench sizes are drawn)."""
-    from harness.model.match import case_for
-
     spec = catalog.by_op(entry.op)
     return case_for(spec, bench_params(spec, entry.params), BENCH_DTYPE, name="bench_model",
                     inputs=dict(entry.inputs) or None)
@@ -150,8 +149,6 @@ def bench_params(spec, params: dict) -> dict:
     """The params a configuration is timed with: as the graph has it, except that a node naming only flag outputs
     (InPlaceAccumulatorV2's updated_flag: ORT accumulates into the buffer in place, which a functional kernel does only
     for accumulation_buffer_out) is timed with every output asked for, so that the work the model does is timed."""
-    from harness.core.shapes import OUTPUTS
-
     wanted = params.get(OUTPUTS)
     if not wanted:
         return dict(params)
@@ -219,89 +216,6 @@ def model_workloads(catalog, listed: ModelList, ops: list[str] | None = None) ->
 
 
 # ----------------------------------------------------------------------------------------- a graph's configurations
-
-
-def node_count(config, ops: dict[str, str]) -> int:
-    """How many of the model's nodes a configuration stands for: its gradient kernel's nodes (not the helper nodes
-    beside them), or for a training-graph spec the forward layers whose gradient it is."""
-    if config.kind == "forward":
-        return max(1, len(config.layers))
-    own = [n for n in config.nodes if ops.get(n, "").endswith("::" + config.op)]
-    return max(1, len(own) or len(config.nodes))
-
-
-def from_census(found, specs, model: str, what: str = "") -> tuple[dict, list[str]]:
-    """(the workload list document, one line per configuration left out and why) of a census."""
-    from harness.model import emit
-    from harness.model.match import match
-
-    by_op = {s.op: s for s in specs}
-    entries, skipped = [], []
-    for config in found.configurations:
-        spec = by_op[config.spec]
-        count = node_count(config, found.ops)
-        if spec.subject != "kernel":
-            skipped.append(f"{config.spec} ({count} node(s)): {NOT_A_KERNEL}")
-            continue
-        found_match = match(spec, config.node)
-        if found_match.params is None or config.mismatch:
-            skipped.append(f"{config.spec} ({count} node(s)): {config.mismatch or found_match.why}")
-            continue
-        entry: dict[str, Any] = {"op": spec.op, "params": emit._plain(found_match.params), "dtype": found_match.dtype,
-                                 "count": count}
-        if found_match.inputs:
-            entry["inputs"] = emit._plain(found_match.inputs)
-        entry["layers"] = list(config.layers[:3])
-        entries.append(entry)
-    doc = {"schema": SCHEMA, "model": model, "what": what, "dims": found.dims, "opset": found.opset,
-           "gradient_nodes": len(found.gradient_nodes), "configurations": entries,
-           "left_out": skipped + [f"{u.domain}::{u.op} ({len(u.nodes)} node(s)): {u.reason}" for u in found.uncovered]}
-    return doc, skipped
-
-
-def census_of(path: Path, dims: dict[str, int], catalog, work: Path, timeout: float = 240.0, loss: str = "mse",
-              frozen: list[str] | None = None, log=print):
-    """The census of an ONNX model (forward: its training graph built first), a training graph or an artifacts
-    directory, as `opconform model` takes it (harness.model.command)."""
-    import onnx
-
-    from harness.model.build import build
-    from harness.model.census import census, declared_shapes
-    from harness.model.command import _tensors, classify
-    from harness.model.graph_run import run_graph
-
-    source = classify(path)
-    work.mkdir(parents=True, exist_ok=True)
-    if source.kind == "forward":
-        log(f"building the training graph of {path} with generate_artifacts (loss {loss})...")
-        source.training = build(path, work / "training", loss, frozen or [], timeout)
-    assert source.training is not None
-    graph = onnx.load(str(source.training))
-    log(f"running the training graph once ({len(graph.graph.node)} nodes) to read every tensor's shape...")
-    table, _crash = run_graph(source.training, dims, work / "tensors.json", timeout, log)
-    tensors = _tensors(table, declared_shapes(graph))
-    specs = catalog.select(None)
-    return census(graph, tensors, specs, dims), specs
-
-
-def list_from_graph(path: Path, dims: dict[str, int], catalog, out: Path, name: str | None = None, log=print,
-                    **options) -> Path:
-    """Write the workload list of a graph's configurations to `out` (JSON) and return it."""
-    from harness.model.command import model_name
-
-    work = out.parent / (out.stem + "-census")
-    work.mkdir(parents=True, exist_ok=True)
-    found, specs = census_of(path, dims, catalog, work, log=log, **options)
-    doc, skipped = from_census(found, specs, name or model_name(path), what=f"from {path}")
-    for line in doc["left_out"]:
-        log(f"  not a workload: {line}")
-    if not doc["configurations"]:
-        raise ModelListError(f"{path}: none of its gradient nodes matched a spec case (see the lines above)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    log(f"{doc['model']}: {len(doc['configurations'])} configurations of {doc['gradient_nodes']} gradient-side nodes "
-        f"as workloads ({out})")
-    return out
 
 
 # ----------------------------------------------------------------------------------------- the per-model table

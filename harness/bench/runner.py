@@ -39,6 +39,7 @@ from harness.bench.limits import (
     triad_call,
     triad_gbs,
 )
+from harness.bench.model import ModelListError, load_list, model_table, model_workloads
 from harness.bench.workloads import ELEMENTWISE_SIZES, Workload, WorkloadError, workloads
 from harness.core import dtypes, sequences
 from harness.core.timing import QUICK, Budget, median_and_spread, repeat
@@ -114,8 +115,6 @@ def select(options: BenchOptions, catalog) -> list[Workload]:
     """The workloads the options select, from the specs' bench sections (harness.bench.workloads), or the
     configurations of a model's workload list (harness.bench.model)."""
     if options.model is not None:
-        from harness.bench.model import ModelListError, load_list, model_workloads
-
         try:
             chosen = model_workloads(catalog, load_list(options.model), options.ops)
         except ModelListError as e:
@@ -560,8 +559,6 @@ def table(doc: dict) -> str:
              head, "-" * len(head)]
     models = [r for r in doc["results"] if "model" in r]
     if models:  # `bench --model`: the per-layer tables and per-model totals instead (harness.bench.model)
-        from harness.bench.model import model_table
-
         lines[1:] = [model_table(doc, lambda r: _limit_cell(r, _row_limits(doc, r)))]
     for row in (r for r in doc["results"] if "model" not in r):
         lines.append(f"{row['op']:20s} {row['size']:11s} {row.get('dtype', 'float32'):8s} {row.get('isa', '-'):8s} "

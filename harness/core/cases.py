@@ -15,7 +15,7 @@ from harness.core.shapes import OMIT, OUTPUTS, STEPS, declared_output_shapes
 from harness.spec.model import Group, InvalidGroup, Spec
 from harness.spec.vocabulary import TIERS
 
-__all__ = ["Case", "case_id", "expand", "group_params", "stable_seed"]
+__all__ = ["Case", "case_for", "case_id", "expand", "group_params", "stable_seed"]
 
 
 @dataclass(frozen=True)
@@ -124,3 +124,10 @@ def expand(spec: Spec, tier: str | None = None) -> list[Case]:
             for params in group_params(group):
                 cases.append(Case(spec, group, dtype, case_id(group.name, params), params))
     return cases
+
+
+def case_for(spec: Spec, params: dict[str, Any], dtype: str, name: str, inputs: dict | None = None) -> Case:
+    """The one case a group `name` with these params (a single zipped entry) and input generators expands to: a
+    configuration stated outside the spec's own groups (a real graph's node, a bench model's layer)."""
+    group = Group(name=name, dtypes=[dtype], params={"config": [params]}, inputs=inputs or {})
+    return Case(spec, group, dtype, case_id(name, params), params)

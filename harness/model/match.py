@@ -13,15 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from harness.core import dtypes
-from harness.core.cases import Case, case_id
+from harness.core import cases, dtypes
+from harness.core.cases import Case
 from harness.core.contract import input_problems
 from harness.core.shapes import OMIT, OUTPUTS, CaseError, input_shapes
 from harness.core.tensors import make_inputs
 from harness.model.node import NodeConfig
 from harness.spec.dotted import resolve
 from harness.spec.errors import exception_text
-from harness.spec.model import Group, Spec
+from harness.spec.model import Spec
 
 PROBE_GROUP = "model"  # the name of the group a configuration is rebuilt in before it is written anywhere
 
@@ -76,9 +76,8 @@ def _candidates(spec: Spec, node: NodeConfig) -> list[dict]:
 
 
 def case_for(spec: Spec, params: dict, dtype: str, name: str = PROBE_GROUP, inputs: dict | None = None) -> Case:
-    """The one case a group `name` with these params (a single zipped entry) and input generators expands to."""
-    group = Group(name=name, dtypes=[dtype], params={"config": [params]}, inputs=inputs or {})
-    return Case(spec, group, dtype, case_id(name, params), params)
+    """harness.core.cases.case_for, in the probe group unless named."""
+    return cases.case_for(spec, params, dtype, name, inputs)
 
 
 def _outputs_and_omit(spec: Spec, node: NodeConfig, params: dict) -> dict:
